@@ -1,0 +1,227 @@
+"""The library API; the CLI is a thin layer over it.
+
+    from perflint.api import check_source, check_paths, fix_source
+    diagnostics = check_source(code, "train.py")
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .config import Overrides, Settings, SettingsResolver
+from .engine import FileResult, Linter
+from .files import MissingPath, Target, discover
+from .fixes import FixOutcome, fix_text
+from .rule import FileError, Rule
+from .source import DecodeFailure, SourceFile
+from .types import Diagnostic
+
+_linters: dict[tuple[str, ...], Linter] = {}
+
+
+def linter_for(rules: Sequence[type[Rule]]) -> Linter:
+    key = tuple(r.code for r in rules)
+    linter = _linters.get(key)
+    if linter is None:
+        linter = _linters[key] = Linter(rules)
+    return linter
+
+
+def _display_path(path: Path, cwd: Path) -> str:
+    """Relative to the working directory when inside it, else as given."""
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+# --------------------------------------------------------------------------- checking
+def check_source(
+    text: str,
+    path: str = "<stdin>",
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] = (),
+    extend_select: Sequence[str] = (),
+    settings: Settings | None = None,
+) -> list[Diagnostic]:
+    """Lint Python source text; `path` is used for messages and per-file-ignores."""
+    if settings is None:
+        overrides = Overrides(select=tuple(select) if select is not None else None,
+                              ignore=tuple(ignore), extend_select=tuple(extend_select))
+        settings = overrides.apply(Settings(root=Path.cwd()))
+    rules = settings.rules_for(Path(path))
+    source = SourceFile(path=path, text=text)
+    return linter_for(rules).lint_source(source).diagnostics
+
+
+def read_source(path: Path, display: str) -> SourceFile | FileError:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if not path.exists() and os.path.islink(path):
+            reason = "broken symbolic link"
+        return FileError(f"cannot read file: {reason}")
+    try:
+        return SourceFile.from_bytes(display, raw)
+    except DecodeFailure as exc:
+        return FileError(f"cannot decode file: {exc}")
+
+
+def lint_target(target: Target, cwd: Path) -> FileResult:
+    display = _display_path(target.path, cwd)
+    linter = linter_for(target.settings.rules_for(target.path))
+    try:
+        raw = target.path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if os.path.islink(target.path) and not os.path.exists(target.path):
+            reason = "broken symbolic link"
+        return linter._error_result(display, FileError(f"cannot read file: {reason}"))
+    return linter.lint_bytes(display, raw)
+
+
+@dataclass
+class CheckReport:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: int = 0
+    missing: list[MissingPath] = field(default_factory=list)
+    file_errors: int = 0
+
+    def add(self, result: FileResult) -> None:
+        self.files += 1
+        self.diagnostics.extend(result.diagnostics)
+        if result.error:
+            self.file_errors += 1
+
+
+def iter_targets(paths: Iterable[Path], resolver: SettingsResolver,
+                 force_exclude: bool | None = None) -> tuple[list[Target], list[MissingPath]]:
+    targets: list[Target] = []
+    missing: list[MissingPath] = []
+    for item in discover(list(paths), resolver, force_exclude):
+        (targets if isinstance(item, Target) else missing).append(item)  # type: ignore[arg-type]
+    return targets, missing
+
+
+def check_paths(
+    paths: Sequence[Path],
+    resolver: SettingsResolver | None = None,
+    *,
+    force_exclude: bool | None = None,
+) -> CheckReport:
+    cwd = Path.cwd()
+    resolver = resolver or SettingsResolver(cwd)
+    targets, missing = iter_targets(paths, resolver, force_exclude)
+    report = CheckReport(missing=missing)
+    for target in targets:
+        report.add(lint_target(target, cwd))
+    report.diagnostics.sort(key=Diagnostic.sort_key)
+    return report
+
+
+# --------------------------------------------------------------------------- fixing
+def fix_source(
+    text: str,
+    path: str = "<stdin>",
+    *,
+    unsafe: bool = False,
+    settings: Settings | None = None,
+    select: Sequence[str] | None = None,
+) -> FixOutcome:
+    if settings is None:
+        settings = Overrides(select=tuple(select) if select is not None else None).apply(Settings(root=Path.cwd()))
+    linter = linter_for(settings.rules_for(Path(path)))
+    source = SourceFile(path=path, text=text)
+
+    def lint(src: SourceFile) -> list[Diagnostic]:
+        return linter.lint_source(src).diagnostics
+
+    return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new))
+
+
+def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: bool) -> FixOutcome:
+    linter = linter_for(settings.rules_for(path))
+
+    def lint(src: SourceFile) -> list[Diagnostic]:
+        return linter.lint_source(src).diagnostics
+
+    def make(new: str) -> SourceFile:
+        return SourceFile(path=source.path, text=new, encoding=source.encoding, bom=source.bom)
+
+    return fix_text(source, lint, unsafe, make)
+
+
+@dataclass
+class FileFix:
+    path: Path
+    display: str
+    original: str
+    fixed_text: str
+    fixed: list[Diagnostic]
+    remaining: list[Diagnostic]
+    dropped: list[tuple[Diagnostic, str]]
+    write_error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed_text != self.original
+
+
+@dataclass
+class FixReport(CheckReport):
+    files_fixed: list[FileFix] = field(default_factory=list)
+
+    @property
+    def fixed(self) -> list[Diagnostic]:
+        return [d for f in self.files_fixed for d in f.fixed]
+
+
+def fix_paths(
+    paths: Sequence[Path],
+    resolver: SettingsResolver,
+    *,
+    unsafe: bool | None = None,
+    write: bool = True,
+    force_exclude: bool | None = None,
+) -> FixReport:
+    """Fix every target; write changed files (atomically) unless `write` is False."""
+    from .fileio import ChangedOnDisk, write_atomic
+
+    cwd = Path.cwd()
+    targets, missing = iter_targets(paths, resolver, force_exclude)
+    report = FixReport(missing=missing)
+    for target in targets:
+        display = _display_path(target.path, cwd)
+        allow_unsafe = target.settings.unsafe_fixes if unsafe is None else unsafe
+        try:
+            raw = target.path.read_bytes()
+        except OSError:
+            report.add(lint_target(target, cwd))
+            continue
+        try:
+            source = SourceFile.from_bytes(display, raw)
+        except DecodeFailure:
+            report.add(lint_target(target, cwd))
+            continue
+        outcome = fix_file_source(source, target.settings, target.path, allow_unsafe)
+        file_fix = FileFix(target.path, display, source.text, outcome.text, outcome.fixed,
+                           outcome.remaining, outcome.dropped)
+        if file_fix.changed and write:
+            try:
+                write_atomic(target.path, source.to_bytes(outcome.text), raw)
+            except (ChangedOnDisk, OSError) as exc:
+                file_fix.write_error = str(exc)
+                file_fix.remaining = linter_for(target.settings.rules_for(target.path)).lint_source(source).diagnostics
+                file_fix.fixed = []
+        report.files += 1
+        report.diagnostics.extend(file_fix.remaining)
+        if file_fix.fixed or file_fix.dropped or file_fix.write_error:
+            report.files_fixed.append(file_fix)
+    report.diagnostics.sort(key=Diagnostic.sort_key)
+    return report

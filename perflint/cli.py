@@ -1,0 +1,318 @@
+"""The `perflint` command: a thin click layer over `perflint.api`.
+
+Exit codes (as ruff): 0 nothing to report, 1 findings remain (or `--diff` has a diff),
+2 usage, configuration or internal errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from . import __version__
+from .api import CheckReport, FixReport, check_paths, fix_paths, fix_source, linter_for
+from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
+from .registry import all_rules, rule_for
+from .report import FORMATTERS
+from .source import SourceFile
+from .types import Applicability, Diagnostic
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageFailure(Exception):
+    pass
+
+
+def _split(values: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for value in values:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return tuple(out)
+
+
+def _fail(message: str) -> None:
+    click.echo(f"perflint: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+# --------------------------------------------------------------------------- options
+def _lint_options(func):
+    options = [
+        click.argument("paths", nargs=-1, type=click.Path(path_type=Path)),
+        click.option("--select", multiple=True, help="Rule codes, prefixes or names to enable (comma-separated); replaces the configured selection. `ALL` enables every rule."),
+        click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection."),
+        click.option("--ignore", multiple=True, help="Rules to disable."),
+        click.option("--per-file-ignores", "per_file_ignores", multiple=True, help="GLOB:CODE[,CODE] pairs, as in the config file."),
+        click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default=None, help="How findings are printed (default: concise)."),
+        click.option("-o", "--output-file", type=click.Path(path_type=Path), default=None, help="Write the report to this file instead of stdout."),
+        click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain."),
+        click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when any file was fixed, even if nothing remains."),
+        click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes that can change results in documented cases."),
+        click.option("--diff", is_flag=True, help="Print a diff of the fixes instead of writing them (exit 1 when there is a diff)."),
+        click.option("--show-fixes", is_flag=True, help="List the findings that were fixed."),
+        click.option("--stdin-filename", default=None, help="The name of the file read from stdin (`-`), for config and messages."),
+        click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Use this pyproject.toml instead of discovering one."),
+        click.option("--exclude", multiple=True, help="Replace the excluded paths (globs, comma-separated)."),
+        click.option("--extend-exclude", multiple=True, help="Exclude these paths too."),
+        click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to paths given by name (what pre-commit needs)."),
+        click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip files ignored by .gitignore (default: on)."),
+        click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _overrides(kw: dict) -> Overrides:
+    pfi = []
+    for item in kw["per_file_ignores"]:
+        if ":" not in item:
+            raise UsageFailure(f"--per-file-ignores expects GLOB:CODES, got `{item}`")
+        pattern, codes = item.split(":", 1)
+        pfi.append((pattern, _split([codes])))
+    select = _split(kw["select"]) if kw["select"] else None
+    return Overrides(
+        select=select,
+        extend_select=_split(kw["extend_select"]),
+        ignore=_split(kw["ignore"]),
+        exclude=_split(kw["exclude"]) if kw["exclude"] else None,
+        extend_exclude=_split(kw["extend_exclude"]),
+        force_exclude=kw["force_exclude"],
+        respect_gitignore=kw["respect_gitignore"],
+        unsafe_fixes=kw["unsafe_fixes"],
+        per_file_ignores=tuple(pfi),
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="perflint")
+def main() -> None:
+    """perflint: find and fix PyTorch code that makes the GPU wait for the CPU."""
+
+
+@main.command()
+@_lint_options
+@click.option("--fix/--no-fix", "fix", default=False, help="Apply safe fixes (same as `perflint fix`).")
+def check(**kw) -> None:
+    """Report host-device syncs and avoidable copies in PATHS (default: .)."""
+    _run(kw, fix=kw.pop("fix"))
+
+
+@main.command()
+@_lint_options
+def fix(**kw) -> None:
+    """Apply fixes to PATHS (default: .): safe ones, plus unsafe ones with --unsafe-fixes."""
+    _run(kw, fix=True)
+
+
+def _run(kw: dict, fix: bool) -> None:
+    try:
+        code = _run_inner(kw, fix)
+    except (ConfigError, UsageFailure) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        click.echo("perflint: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # an internal error: one line, exit 2, no traceback
+        _fail(f"internal error: {type(exc).__name__}: {exc}")
+    sys.exit(code)
+
+
+def _run_inner(kw: dict, fix: bool) -> int:
+    paths: list[Path] = list(kw["paths"]) or [Path(".")]
+    overrides = _overrides(kw)
+    diff_only = kw["diff"]
+    if "-" in (str(p) for p in paths):
+        return _run_stdin(kw, overrides, fix or diff_only)
+    resolver = SettingsResolver(Path.cwd(), overrides, kw["config_path"])
+    output_format = kw["output_format"] or resolver.default.output_format or "concise"
+    if fix or diff_only:
+        report: CheckReport = fix_paths(paths, resolver, unsafe=kw["unsafe_fixes"], write=not diff_only,
+                                        force_exclude=kw["force_exclude"])
+    else:
+        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"])
+    for missing in report.missing:
+        click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
+    if diff_only:
+        assert isinstance(report, FixReport)
+        return _print_diffs(report, kw)
+    _emit(report, kw, output_format, fixing=fix)
+    if report.missing:
+        return EXIT_ERROR
+    return _exit_code(report, kw, fix)
+
+
+def _exit_code(report: CheckReport, kw: dict, fix: bool) -> int:
+    if kw["exit_non_zero_on_fix"] and isinstance(report, FixReport) and report.fixed:
+        return EXIT_FINDINGS
+    if report.diagnostics and not kw["exit_zero"]:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _write(text: str, kw: dict) -> None:
+    target = kw["output_file"]
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool) -> None:
+    diagnostics = report.diagnostics
+    text = FORMATTERS[output_format](diagnostics)
+    human = output_format in ("concise", "full")
+    if human and not kw["quiet"]:
+        text += _summary(report, fixing, kw)
+    _write(text, kw)
+    if isinstance(report, FixReport):
+        for file_fix in report.files_fixed:
+            for diagnostic, why in file_fix.dropped:
+                click.echo(f"perflint: warning: {file_fix.display}:{diagnostic.location.row}: "
+                           f"dropped the {diagnostic.code} fix: {why}", err=True)
+            if file_fix.write_error:
+                click.echo(f"perflint: warning: {file_fix.write_error}", err=True)
+        if kw["show_fixes"] and report.fixed:
+            click.echo(_fixed_listing(report), nl=False, err=not human)
+
+
+def _summary(report: CheckReport, fixing: bool, kw: dict) -> str:
+    diagnostics = report.diagnostics
+    lines: list[str] = []
+    fixed = len(report.fixed) if isinstance(report, FixReport) else 0
+    remaining = len(diagnostics)
+    if fixing and fixed:
+        lines.append(f"Found {fixed + remaining} finding{'s' if fixed + remaining != 1 else ''} "
+                     f"({fixed} fixed, {remaining} remaining).")
+    elif remaining:
+        lines.append(f"Found {remaining} finding{'s' if remaining != 1 else ''}.")
+    else:
+        lines.append("All checks passed!")
+    safe = sum(1 for d in diagnostics if d.fix and d.fix.applicability is Applicability.SAFE)
+    unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability is Applicability.UNSAFE)
+    unsafe_enabled = bool(kw.get("unsafe_fixes"))
+    if unsafe_enabled:
+        safe, unsafe = safe + unsafe, 0
+    hint_parts = []
+    if safe and not fixing:
+        hint_parts.append(f"[*] {safe} fixable with `perflint fix`")
+    if unsafe:
+        noun = "fix" if unsafe == 1 else "fixes"
+        hint_parts.append(f"{unsafe} more {noun} available with `--unsafe-fixes`")
+    if hint_parts:
+        lines.append(" (".join(hint_parts) + (")" if len(hint_parts) > 1 else "") + ".")
+    return "\n".join(lines) + "\n"
+
+
+def _fixed_listing(report: FixReport) -> str:
+    total = len(report.fixed)
+    lines = [f"Fixed {total} finding{'s' if total != 1 else ''}:"]
+    by_rule = {r.code: r.name for r in all_rules()}
+    for file_fix in report.files_fixed:
+        if not file_fix.fixed:
+            continue
+        lines.append(f"- {file_fix.display}:")
+        for code, count in sorted(Counter(d.code for d in file_fix.fixed).items()):
+            lines.append(f"    {count} × {code} ({by_rule.get(code, '')})")
+    return "\n".join(lines) + "\n"
+
+
+def unified_diff(before: str, after: str, name: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True),
+            fromfile=name, tofile=name,
+        )
+    )
+
+
+def _print_diffs(report: FixReport, kw: dict) -> int:
+    chunks = [unified_diff(f.original, f.fixed_text, f.display) for f in report.files_fixed if f.changed]
+    text = "".join(c if c.endswith("\n") else c + "\n" for c in chunks)
+    _write(text, kw)
+    if not kw["quiet"]:
+        count = len(report.fixed)
+        click.echo(f"Would fix {count} finding{'s' if count != 1 else ''}." if count else "No fixes available.",
+                   err=True)
+    if report.missing:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if chunks else EXIT_CLEAN
+
+
+def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
+    name = kw["stdin_filename"] or "-"
+    path = Path(name)
+    resolver = SettingsResolver(Path.cwd(), overrides, kw["config_path"])
+    settings = resolver.for_path(path.resolve() if kw["stdin_filename"] else Path.cwd() / "stdin.py")
+    output_format = kw["output_format"] or settings.output_format or "concise"
+    raw = sys.stdin.buffer.read()
+    forced = settings.force_exclude if kw["force_exclude"] is None else kw["force_exclude"]
+    if kw["stdin_filename"] and forced and settings.is_excluded(path, all_components=True):
+        if fix:
+            sys.stdout.buffer.write(raw)
+        return EXIT_CLEAN
+    linter = linter_for(settings.rules_for(path))
+    report = FixReport() if fix else CheckReport()
+    result = linter.lint_bytes(name, raw)
+    if fix and result.parsed:
+        source = SourceFile.from_bytes(name, raw)
+        unsafe = settings.unsafe_fixes if kw["unsafe_fixes"] is None else kw["unsafe_fixes"]
+        outcome = fix_source(source.text, name, unsafe=unsafe, settings=settings)
+        if kw["diff"]:
+            diff = unified_diff(source.text, outcome.text, name)
+            click.echo(diff, nl=False)
+            return EXIT_FINDINGS if diff else EXIT_CLEAN
+        sys.stdout.buffer.write(source.to_bytes(outcome.text))
+        report.diagnostics = outcome.remaining
+        report.files = 1
+        assert isinstance(report, FixReport)
+        from .api import FileFix
+
+        report.files_fixed.append(FileFix(path, name, source.text, outcome.text, outcome.fixed,
+                                          outcome.remaining, outcome.dropped))
+        text = FORMATTERS[output_format](report.diagnostics)
+        click.echo(text, nl=False, err=True)
+        return _exit_code(report, kw, fix)
+    if fix:
+        sys.stdout.buffer.write(raw)
+    report.add(result)
+    _emit(report, kw, output_format, fixing=fix)
+    return _exit_code(report, kw, fix)
+
+
+# --------------------------------------------------------------------------- rule docs
+@main.command("rule")
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Print every rule.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
+    """Print a rule's documentation (CODE is a code or a name)."""
+    if show_all:
+        rules = list(all_rules())
+    elif code:
+        found = rule_for(code)
+        if found is None:
+            _fail(f"unknown rule `{code}`")
+        rules = [found]  # type: ignore[list-item]
+    else:
+        _fail("give a rule code or --all")
+        return
+    from .docs import rule_json, rule_text
+
+    if output_format == "json":
+        data = [rule_json(r) for r in rules]
+        click.echo(json.dumps(data if show_all else data[0], indent=2))
+    else:
+        click.echo("\n\n".join(rule_text(r) for r in rules))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,122 @@
+"""Rule documentation generated from the rule classes: `perflint rule`, docs/rules/*.md and
+the rules table. `python -m perflint.docs` rewrites docs/; a test fails when they drift."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .registry import all_rules
+from .rule import Rule
+from .types import FixAvailability
+
+FAMILIES = {
+    "meta": "Meta",
+    "data": "Data movement and input pipeline",
+    "sync": "Host-device synchronisation",
+    "memory": "Memory and allocator",
+    "runtime": "Run-time (trace)",
+}
+
+
+def fix_sentence(rule: type[Rule]) -> str:
+    return {
+        FixAvailability.ALWAYS: "Fix is always available.",
+        FixAvailability.SOMETIMES: "Fix is sometimes available.",
+        FixAvailability.NONE: "Fix is not available.",
+    }[rule.fix_availability]
+
+
+def rule_text(rule: type[Rule]) -> str:
+    return f"# {rule.name} ({rule.code})\n\n{fix_sentence(rule)}\n\n{rule.docs()}\n"
+
+
+def rule_json(rule: type[Rule]) -> dict[str, Any]:
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "family": rule.family,
+        "summary": rule.summary(),
+        "message": rule.message,
+        "fix": fix_sentence(rule),
+        "fix_availability": rule.fix_availability.value,
+        "explanation": rule.docs(),
+        "default_enabled": rule.default_enabled,
+        "hot_path_only": rule.hot_only,
+        "url": rule.url(),
+    }
+
+
+def _benchmark_section(rule: type[Rule], results: dict[str, Any]) -> str:
+    entry = results.get(rule.code)
+    if rule.benchmark is None:
+        return ""
+    if not entry:
+        return ("\n## Measured\nNo `perflint bench` result has been recorded for this rule yet.\n")
+    lines = ["", "## Measured", entry.get("summary", "").strip(), ""]
+    return "\n".join(lines)
+
+
+def rule_page(rule: type[Rule], results: dict[str, Any] | None = None) -> str:
+    header = (
+        f"<!-- Generated from the rule module by `python -m perflint.docs`; do not edit. -->\n"
+        f"# {rule.name} ({rule.code})\n\n"
+        f"{fix_sentence(rule)} {'Enabled by default.' if rule.default_enabled else 'Not enabled by default.'}"
+        f" {'Reported only in code that runs every step.' if rule.hot_only else ''}".rstrip()
+        + "\n\n"
+    )
+    return header + rule.docs() + "\n" + _benchmark_section(rule, results or {})
+
+
+def rules_table() -> str:
+    lines = [
+        "<!-- Generated from the rule modules by `python -m perflint.docs`; do not edit. -->",
+        "# Rules",
+        "",
+        "| Code | Name | What it finds | Fix |",
+        "| --- | --- | --- | --- |",
+    ]
+    for rule in all_rules():
+        fix = {"Always": "yes", "Sometimes": "sometimes", "None": ""}[rule.fix_availability.value]
+        summary = rule.summary().replace("|", "\\|")
+        lines.append(f"| {rule.code} | [{rule.name}](rules/{rule.name}.md) | {summary} | {fix} |")
+    return "\n".join(lines) + "\n"
+
+
+def load_results(docs_dir: Path) -> dict[str, Any]:
+    path = docs_dir / "benchmarks" / "rule_summaries.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def generated_files(docs_dir: Path) -> dict[Path, str]:
+    results = load_results(docs_dir)
+    files = {docs_dir / "rules.md": rules_table()}
+    for rule in all_rules():
+        files[docs_dir / "rules" / f"{rule.name}.md"] = rule_page(rule, results)
+    return files
+
+
+def write_docs(docs_dir: Path) -> list[Path]:
+    changed = []
+    (docs_dir / "rules").mkdir(parents=True, exist_ok=True)
+    wanted = generated_files(docs_dir)
+    for path, text in wanted.items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    for stale in (docs_dir / "rules").glob("*.md"):
+        if stale not in wanted:
+            stale.unlink()
+            changed.append(stale)
+    return changed
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "docs"
+    for path in write_docs(target):
+        print(f"wrote {path}")

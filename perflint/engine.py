@@ -1,0 +1,178 @@
+"""Lint one file: prefilter, parse once, one walk for all rules, suppressions, positions.
+
+The engine knows nothing rule-specific. It builds a dispatch table from the enabled rules'
+`visit_<Node>` methods, runs the per-file analysis (which calls them), turns raw findings
+into `Diagnostic`s and drops suppressed ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from .facts.analysis import FileAnalysis
+from .facts.context import RuleContext
+from .fixes import materialize_fix
+from .noqa import Suppressions, parse_suppressions
+from .rule import FileError, RawFinding, Rule
+from .source import DecodeFailure, SourceFile
+from .types import Diagnostic, Location
+
+# Files without any of these (or a rule's own triggers) cannot hold a finding.
+_BASE_TRIGGERS = (b"torch", b"Tensor", b"tensor", b"loader", b"cuda", b".backward(")
+_MIN_RECURSION_LIMIT = 20000
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    error: str | None = None
+    parsed: bool = False
+
+
+class Linter:
+    """Runs a fixed set of rule classes over sources."""
+
+    def __init__(self, rules: Sequence[type[Rule]]) -> None:
+        self.rule_classes = list(rules)
+        self.codes = {r.code for r in self.rule_classes}
+        triggers: set[bytes] = set()
+        for rule in self.rule_classes:
+            triggers.update(_BASE_TRIGGERS if rule.triggers is None else rule.triggers)
+        self._prefilter = (
+            re.compile(b"|".join(re.escape(t) for t in sorted(triggers))) if triggers else None
+        )
+        self._walk_rules = [r for r in self.rule_classes if r.visitors()]
+        if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
+            sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
+
+    # ----------------------------------------------------------------- entry points
+    def may_have_findings(self, raw: bytes) -> bool:
+        return self._prefilter is not None and self._prefilter.search(raw) is not None
+
+    def lint_bytes(self, path: str, raw: bytes) -> FileResult:
+        try:
+            source = SourceFile.from_bytes(path, raw)
+        except DecodeFailure as exc:
+            return self._error_result(path, FileError(f"cannot decode file: {exc}"))
+        return self.lint_source(source)
+
+    def lint_source(self, source: SourceFile) -> FileResult:
+        path = source.path
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarning for odd escapes is not ours
+                tree = source.parse()
+        except SyntaxError as exc:
+            row = exc.lineno or 1
+            col = max((exc.offset or 1) - 1, 0)
+            return self._error_result(path, FileError(f"syntax error: {exc.msg}", row, col))
+        except (ValueError, MemoryError, RecursionError, OverflowError) as exc:
+            return self._error_result(path, FileError(f"cannot parse: {_describe(exc)}"))
+        result = FileResult(path, parsed=True)
+        raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
+        if not self.may_have_findings(raw):
+            return result  # parsed (syntax errors are reported everywhere), nothing to analyze
+        rules = [cls() for cls in self._walk_rules]
+        try:
+            findings = self._analyze(source, tree, rules)
+        except RecursionError:
+            return self._error_result(path, FileError("cannot analyze: nesting too deep"))
+        except Exception as exc:  # a bug of ours must not stop the run or lose the file
+            return self._error_result(
+                path, FileError(f"internal error while analyzing ({type(exc).__name__}: {exc}); please report it")
+            )
+        if findings:
+            result.diagnostics = self._diagnostics(source, findings)
+        return result
+
+    # ----------------------------------------------------------------- internals
+    def _analyze(self, source: SourceFile, tree: ast.Module, rules: list[Rule]) -> list[RawFinding]:
+        dispatch: dict[type, list] = {}
+        hot_only: dict = {}
+        for rule in rules:
+            for node_type, method_name in type(rule).visitors().items():
+                method = getattr(rule, method_name)
+                dispatch.setdefault(node_type, []).append(method)
+                hot_only[method] = getattr(method, "hot_only", type(rule).hot_only)
+        analysis = FileAnalysis(tree, dispatch, hot_only)
+        context = RuleContext(source, analysis)
+        analysis.run()
+        return context.findings
+
+    def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding]) -> list[Diagnostic]:
+        suppressions = parse_suppressions(source.text)
+        by_code = {r.code: r for r in self.rule_classes}
+        seen: set[tuple] = set()
+        out: list[Diagnostic] = []
+        for finding in findings:
+            rule = by_code.get(finding.code)
+            if rule is None:
+                continue
+            diagnostic = self._to_diagnostic(source, rule, finding)
+            key = (diagnostic.code, diagnostic.location, diagnostic.end_location)
+            if key in seen:
+                continue
+            seen.add(key)
+            if suppressions.suppresses(diagnostic.code, diagnostic.noqa_row or diagnostic.location.row):
+                continue
+            out.append(diagnostic)
+        out.sort(key=Diagnostic.sort_key)
+        return out
+
+    def suppressions(self, source: SourceFile) -> Suppressions:
+        return parse_suppressions(source.text)
+
+    def _to_diagnostic(self, source: SourceFile, rule: type[Rule], finding: RawFinding) -> Diagnostic:
+        if finding.node is not None:
+            row, col, end_row, end_col = source.node_span(finding.node)
+        elif finding.span is not None:
+            row, col = source.position_of(finding.span[0])
+            end_row, end_col = source.position_of(finding.span[1])
+        else:
+            row, col = finding.row or 1, finding.column or 0
+            end_row, end_col = row, col
+        fix = materialize_fix(source, finding.fix) if finding.fix is not None else None
+        return Diagnostic(
+            code=rule.code,
+            name=rule.name,
+            message=finding.message,
+            path=source.path,
+            location=Location(row, col + 1),
+            end_location=Location(end_row, end_col + 1),
+            fix=fix,
+            noqa_row=row,
+            url=rule.url(),
+        )
+
+    def _error_result(self, path: str, error: FileError) -> FileResult:
+        result = FileResult(path, error=error.message)
+        for cls in self.rule_classes:
+            finding = cls().on_file_error(error)
+            if finding is None:
+                continue
+            row = finding.row or error.row
+            col = finding.column if finding.column is not None else error.column
+            result.diagnostics.append(
+                Diagnostic(
+                    code=cls.code,
+                    name=cls.name,
+                    message=finding.message,
+                    path=path,
+                    location=Location(row, col + 1),
+                    end_location=Location(row, col + 1),
+                    noqa_row=row,
+                    url=cls.url(),
+                )
+            )
+        return result
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.replace("\x00", "\\0")

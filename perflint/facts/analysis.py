@@ -1,0 +1,1488 @@
+"""Per-file analysis: tensor-ness by abstract interpretation, and the hot path.
+
+Two passes over the module's `ast`:
+
+1. **Summaries** (lazy, callee first): each function is interpreted once to learn what it
+   returns, and each class what its `self.<attr>` hold.
+2. **Report** (caller first): functions are interpreted again with their parameters bound
+   to what the callers passed, loops are pre-walked once so loop-carried values and "does
+   this loop run the model / step the optimizer?" are known before their body is visited,
+   and each node is handed to the rules that asked for its type, together with whether it
+   runs every step.
+
+Rules never walk the tree themselves; they receive nodes and ask `RuleContext` questions.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from .calls import BUILTIN_NAMES, external_call_value
+from .hints import hint_for_name
+from .hotness import (
+    COLD_METHODS,
+    HOT_METHODS,
+    is_loss_function_name,
+    is_optimizer_step_receiver,
+    is_throttled_test,
+    terminates,
+)
+from .torch_api import (
+    dtype_class_of,
+    module_method_value,
+    ndarray_method_value,
+    tensor_attribute_value,
+    tensor_method_value,
+)
+from .values import (
+    BATCH,
+    BOOL_TENSOR,
+    DEVICE,
+    LOADER,
+    MODULE,
+    NDARRAY,
+    NONE,
+    OPTIMIZER,
+    PYTHON,
+    TENSOR,
+    TENSORS,
+    UNKNOWN,
+    Kind,
+    Value,
+    element_of,
+    item_of,
+    join,
+    ref,
+    seq_of,
+    tuple_of,
+)
+
+if TYPE_CHECKING:
+    from .context import RuleContext
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+Env = dict[str, Value]
+
+# Methods that exist on tensors but not on numpy arrays or Python values: a receiver that
+# calls one of them is a tensor.
+TENSOR_ONLY_METHODS = frozenset(
+    """cuda unsqueeze unsqueeze_ masked_fill masked_fill_ contiguous detach detach_ softmax
+    log_softmax sigmoid relu permute expand expand_as new_zeros new_ones new_full new_empty
+    new_tensor bmm matmul index_select masked_select nonzero_static type_as view_as
+    reshape_as repeat_interleave float long bool half bfloat16 int double argmax argmin
+    isnan isinf isfinite logical_not logical_and logical_or scatter scatter_ scatter_add
+    scatter_add_ gather index_add_ index_put_ narrow unbind chunk requires_grad_ backward
+    numel dim element_size is_contiguous item""".split()
+)
+
+
+@dataclass(eq=False)
+class ClassInfo:
+    name: str
+    node: ast.ClassDef
+    base_names: list[str]
+    local_bases: list[ClassInfo] = field(default_factory=list)
+    attrs: dict[str, Value] = field(default_factory=dict)
+    methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    is_module: bool = False
+    is_loss: bool = False
+    is_optimizer: bool = False
+    is_autograd_function: bool = False
+
+    def lookup_attr(self, name: str) -> Value | None:
+        seen: set[int] = set()
+        stack: list[ClassInfo] = [self]
+        while stack:
+            cls = stack.pop()
+            if id(cls) in seen:
+                continue
+            seen.add(id(cls))
+            if name in cls.attrs:
+                return cls.attrs[name]
+            stack.extend(cls.local_bases)
+        return None
+
+    def lookup_method(self, name: str) -> FunctionInfo | None:
+        seen: set[int] = set()
+        stack: list[ClassInfo] = [self]
+        while stack:
+            cls = stack.pop()
+            if id(cls) in seen:
+                continue
+            seen.add(id(cls))
+            if name in cls.methods:
+                return cls.methods[name]
+            stack.extend(cls.local_bases)
+        return None
+
+    def instance(self) -> Value:
+        kind = Kind.MODULE if self.is_module else Kind.OBJECT
+        return Value(kind, ref=self.name, loss=self.is_loss)
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    name: str
+    node: FunctionNode | ast.Module
+    cls: ClassInfo | None = None
+    parent: FunctionInfo | None = None
+    decorators: frozenset[str] = frozenset()
+    returns: Value = NONE
+    yields: Value | None = None
+    arg_values: dict[str, Value] = field(default_factory=dict)
+    callees: list[FunctionInfo] = field(default_factory=list)
+    hot: bool = False
+    hot_reason: str = ""
+    has_loop: bool = False
+    summary_state: int = 0  # 0 = not started, 1 = in progress, 2 = done
+    report_walks: int = 0
+    walked_hot: bool = False
+    env: Env | None = None  # final environment of the report pass (closures read it)
+    summary_env: Env | None = None
+
+    @property
+    def is_method(self) -> bool:
+        return self.cls is not None and "staticmethod" not in self.decorators
+
+    @property
+    def result(self) -> Value:
+        if self.yields is not None:
+            return seq_of(self.yields)
+        return self.returns
+
+
+@dataclass(eq=False)
+class LoopInfo:
+    node: ast.AST
+    data: bool
+    direct_markers: bool = False
+    nested_markers: bool = False
+    root_hot: bool = False  # this loop is what makes its region hot
+
+
+SUMMARY = 1
+REPORT = 2
+
+_CONVENTIONAL_ALIASES = {
+    "torch": "torch",
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "np": "numpy",
+    "numpy": "numpy",
+    "pd": "pandas",
+}
+
+
+class FileAnalysis:
+    """Facts about one parsed file; drives the two passes and dispatches to rules."""
+
+    def __init__(
+        self,
+        tree: ast.Module,
+        dispatch: dict[type, list[Callable[[ast.AST, RuleContext], None]]] | None = None,
+        hot_only: dict[Callable, bool] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.dispatch = dispatch or {}
+        self.hot_only = hot_only or {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: list[FunctionInfo] = []
+        self.local_functions: dict[tuple[int, str], FunctionInfo] = {}
+        self.module = FunctionInfo("<module>", tree)
+        self.module_env: Env = {}
+        self.context: RuleContext | None = None
+        self.imports_torch = False
+        self.cold_rules_enabled = any(not v for v in self.hot_only.values())
+        self._collect(tree.body, parent=None, cls=None)
+        self._link_classes()
+
+    # ----------------------------------------------------------------- declarations
+    def _collect(self, body: list[ast.stmt], parent: FunctionInfo | None, cls: ClassInfo | None) -> None:
+        """Record every def and class, and whether each function contains a loop."""
+        stack: list[tuple[ast.AST, FunctionInfo | None, ClassInfo | None]] = [
+            (stmt, parent, cls) for stmt in reversed(body)
+        ]
+        while stack:
+            node, owner, owner_cls = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                decorators = frozenset(_decorator_name(d) for d in node.decorator_list)
+                info = FunctionInfo(node.name, node, cls=owner_cls, parent=owner, decorators=decorators)
+                self.functions.append(info)
+                if owner_cls is not None:
+                    owner_cls.methods.setdefault(node.name, info)
+                else:
+                    self.local_functions[(id(owner) if owner else 0, node.name)] = info
+                node._perflint_info = info  # type: ignore[attr-defined]
+                stack.extend((child, info, None) for child in reversed(node.body))
+                continue
+            if isinstance(node, ast.ClassDef):
+                bases = [_dotted(b) for b in node.bases]
+                info_c = ClassInfo(node.name, node, [b for b in bases if b])
+                self.classes.setdefault(node.name, info_c)
+                node._perflint_info = info_c  # type: ignore[attr-defined]
+                stack.extend((child, owner, info_c) for child in reversed(node.body))
+                continue
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp,
+                                 ast.DictComp, ast.GeneratorExp)):
+                target = owner or self.module
+                target.has_loop = True
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = node.module if isinstance(node, ast.ImportFrom) else None
+                names = [module or ""] + [a.name for a in node.names]
+                if any(n == "torch" or n.startswith("torch.") for n in names):
+                    self.imports_torch = True
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.stmt, ast.expr, ast.excepthandler, ast.match_case,
+                                      ast.comprehension)):
+                    stack.append((child, owner, owner_cls))
+
+    def _link_classes(self) -> None:
+        for cls in self.classes.values():
+            for base in cls.base_names:
+                local = self.classes.get(base.rsplit(".", 1)[-1]) if "." not in base else None
+                if local is not None and local is not cls:
+                    cls.local_bases.append(local)
+        for cls in self.classes.values():
+            cls.is_module = self._class_is(cls, _is_module_base)
+            cls.is_loss = cls.name.endswith("Loss") or self._class_is(cls, lambda b: b.endswith("Loss"))
+            cls.is_optimizer = self._class_is(cls, lambda b: b.endswith("Optimizer"))
+            cls.is_autograd_function = self._class_is(
+                cls, lambda b: b in ("Function", "torch.autograd.Function", "autograd.Function")
+            )
+
+    def _class_is(self, cls: ClassInfo, predicate: Callable[[str], bool]) -> bool:
+        seen: set[int] = set()
+        stack = [cls]
+        while stack:
+            c = stack.pop()
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            if any(predicate(b) for b in c.base_names):
+                return True
+            stack.extend(c.local_bases)
+        return False
+
+    # ----------------------------------------------------------------- passes
+    def run(self) -> None:
+        self._summaries()
+        self._seed_hot_functions()
+        self._report()
+
+    def _summaries(self) -> None:
+        _Walker(self, self.module, SUMMARY).run()
+        self.module_env = self.module.summary_env or {}
+        for cls in self.classes.values():
+            for name in ("__init__", "setup", "build", "_build", "reset_parameters"):
+                method = cls.methods.get(name)
+                if method is not None:
+                    self.ensure_summary(method)
+        for func in self.functions:
+            self.ensure_summary(func)
+
+    def ensure_summary(self, func: FunctionInfo) -> None:
+        if func.summary_state:
+            return
+        func.summary_state = 1
+        try:
+            _Walker(self, func, SUMMARY).run()
+        finally:
+            func.summary_state = 2
+
+    def _seed_hot_functions(self) -> None:
+        for func in self.functions:
+            reason = self._seed_reason(func)
+            if reason:
+                func.hot, func.hot_reason = True, reason
+
+    def _seed_reason(self, func: FunctionInfo) -> str:
+        name, cls = func.name, func.cls
+        if name in COLD_METHODS:
+            return ""
+        if cls is not None:
+            if cls.is_autograd_function and name in ("forward", "backward"):
+                return f"autograd Function `{cls.name}.{name}`"
+            if name in HOT_METHODS and (cls.is_module or self.imports_torch):
+                return f"`{cls.name}.{name}` runs every step"
+            if name == "__call__" and cls.is_loss:
+                return f"loss `{cls.name}.__call__`"
+            if name == "step" and cls.is_optimizer:
+                return f"optimizer `{cls.name}.step`"
+            return ""
+        if func.parent is None and is_loss_function_name(name) and self.imports_torch:
+            return f"loss function `{name}`"
+        return ""
+
+    def _report(self) -> None:
+        order = self._caller_first_order()
+        self.module.hot = False
+        _Walker(self, self.module, REPORT).run()
+        self.module_env = self.module.env or self.module_env
+        for func in order:
+            if self._needs_report_walk(func):
+                self._report_walk(func)
+        # A callee that became hot after it was walked (a call cycle) is walked once more.
+        for func in order:
+            if func.hot and not func.walked_hot and func.report_walks < 2:
+                self._report_walk(func)
+
+    def _report_walk(self, func: FunctionInfo) -> None:
+        func.report_walks += 1
+        func.walked_hot = func.hot
+        _Walker(self, func, REPORT).run()
+
+    def _needs_report_walk(self, func: FunctionInfo) -> bool:
+        return func.hot or func.has_loop or self.cold_rules_enabled
+
+    def _caller_first_order(self) -> list[FunctionInfo]:
+        """Functions ordered so that callers come before their callees (cycles broken)."""
+        order: list[FunctionInfo] = []
+        state: dict[int, int] = {}
+        roots = [self.module] + self.functions
+        for root in roots:
+            if id(root) in state:
+                continue
+            stack: list[tuple[FunctionInfo, int]] = [(root, 0)]
+            state[id(root)] = 1
+            while stack:
+                func, i = stack.pop()
+                if i < len(func.callees):
+                    stack.append((func, i + 1))
+                    callee = func.callees[i]
+                    if id(callee) not in state:
+                        state[id(callee)] = 1
+                        stack.append((callee, 0))
+                else:
+                    order.append(func)
+        order.reverse()
+        return [f for f in order if f is not self.module]
+
+    # ----------------------------------------------------------------- call graph
+    def note_call(self, caller: FunctionInfo, callee: FunctionInfo, binding: dict[str, Value],
+                  mode: int, hot: bool, reason: str) -> None:
+        if mode == SUMMARY:
+            if callee not in caller.callees:
+                caller.callees.append(callee)
+            return
+        for name, value in binding.items():
+            old = callee.arg_values.get(name)
+            callee.arg_values[name] = value if old is None else join(old, value)
+        if hot and not callee.hot and callee.name not in COLD_METHODS:
+            callee.hot, callee.hot_reason = True, reason
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    return _dotted(node).rsplit(".", 1)[-1]
+
+
+def _dotted(node: ast.expr) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Subscript):  # Generic[T], nn.Module[...]
+        return _dotted(node.value)
+    return ""
+
+
+def _is_module_base(base: str) -> bool:
+    last = base.rsplit(".", 1)[-1]
+    return (
+        base in ("nn.Module", "torch.nn.Module", "Module", "LightningModule", "pl.LightningModule")
+        or last.endswith(("Module", "Model", "Layer", "Block", "Loss", "Net", "Network", "Encoder",
+                          "Decoder", "Head", "Backbone"))
+        or base.startswith(("nn.", "torch.nn."))
+    )
+
+
+def _join_env(a: Env, b: Env) -> Env:
+    if a is b:
+        return a
+    out = dict(a)
+    for key, value in b.items():
+        old = out.get(key)
+        out[key] = value if old is None else join(old, value)
+    return out
+
+
+_ANNOTATION_VALUES: dict[str, Value] = {
+    "Tensor": TENSOR,
+    "torch.Tensor": TENSOR,
+    "FloatTensor": TENSOR,
+    "torch.FloatTensor": TENSOR,
+    "LongTensor": Value(Kind.TENSOR, dtype="int"),
+    "torch.LongTensor": Value(Kind.TENSOR, dtype="int"),
+    "BoolTensor": BOOL_TENSOR,
+    "torch.BoolTensor": BOOL_TENSOR,
+    "nn.Module": MODULE,
+    "torch.nn.Module": MODULE,
+    "Module": MODULE,
+    "DataLoader": LOADER,
+    "torch.utils.data.DataLoader": LOADER,
+    "torch.device": DEVICE,
+    "device": DEVICE,
+    "Optimizer": OPTIMIZER,
+    "torch.optim.Optimizer": OPTIMIZER,
+    "np.ndarray": NDARRAY,
+    "numpy.ndarray": NDARRAY,
+    "ndarray": NDARRAY,
+}
+_PY_ANNOTATIONS = frozenset({"bool", "int", "float", "str", "bytes", "dict", "Dict", "set"})
+_SEQ_ANNOTATIONS = frozenset({"List", "list", "Tuple", "tuple", "Sequence", "Iterable", "Iterator"})
+_OPTIONAL_ANNOTATIONS = frozenset({"Optional", "Union"})
+
+
+def annotation_value(node: ast.expr | None) -> Value | None:
+    """What a parameter annotated `node` holds, if the annotation says."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # Tensor | None
+        left, right = annotation_value(node.left), annotation_value(node.right)
+        candidates = [v for v in (left, right) if v is not None and v.kind is not Kind.NONE]
+        return candidates[0] if len(candidates) == 1 else None
+    if isinstance(node, ast.Constant) and node.value is None:
+        return NONE
+    if isinstance(node, ast.Subscript):
+        outer = _dotted(node.value).rsplit(".", 1)[-1]
+        inner = node.slice
+        inner_nodes = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
+        if outer in _OPTIONAL_ANNOTATIONS:
+            values = [annotation_value(n) for n in inner_nodes]
+            real = [v for v in values if v is None or v.kind is not Kind.NONE]
+            return real[0] if len(real) == 1 else None
+        if outer in _SEQ_ANNOTATIONS:
+            elems = [annotation_value(n) for n in inner_nodes if not (isinstance(n, ast.Constant) and n.value is Ellipsis)]
+            if elems and all(e is not None and e.kind is Kind.TENSOR for e in elems):
+                return TENSORS
+            return Value(Kind.SEQ)
+        if outer in ("Dict", "dict", "Mapping"):
+            values = [annotation_value(n) for n in inner_nodes]
+            if len(values) == 2 and values[1] is not None and values[1].kind is Kind.TENSOR:
+                return BATCH
+            return PYTHON
+        return None
+    name = _dotted(node)
+    if not name:
+        return None
+    if name in _ANNOTATION_VALUES:
+        return _ANNOTATION_VALUES[name]
+    if name in _PY_ANNOTATIONS:
+        return PYTHON
+    return None
+
+
+class _Walker:
+    """Interprets one function body (or the module body) in one pass."""
+
+    def __init__(self, file: FileAnalysis, func: FunctionInfo, mode: int) -> None:
+        self.file = file
+        self.func = func
+        self.mode = mode
+        self.env: Env = {}
+        self.silent = 0
+        self.hot = False
+        self.loops: list[LoopInfo] = []
+        self.memo: dict[ast.AST, Value] = {}
+        self.stmt: ast.stmt | None = None
+        self.cls_scope: ClassInfo | None = None
+        self._outer = self._outer_envs()
+
+    # ----------------------------------------------------------------- set-up
+    def _outer_envs(self) -> list[Env]:
+        envs: list[Env] = []
+        parent = self.func.parent
+        while parent is not None:
+            env = parent.env if self.mode == REPORT and parent.env is not None else parent.summary_env
+            if env:
+                envs.append(env)
+            parent = parent.parent
+        if self.func.node is not self.file.tree:
+            envs.append(self.file.module_env)
+        return envs
+
+    @property
+    def reporting(self) -> bool:
+        return self.mode == REPORT and not self.silent
+
+    def run(self) -> None:
+        func, node = self.func, self.func.node
+        if isinstance(node, ast.Module):
+            self.body(node.body)
+        else:
+            self._bind_parameters(node)
+            self.hot = self.mode == REPORT and func.hot
+            self.body(node.body)
+        if self.mode == SUMMARY:
+            func.summary_env = self.env
+        else:
+            func.env = self.env
+
+    def _bind_parameters(self, node: FunctionNode) -> None:
+        args = node.args
+        positional = list(args.posonlyargs) + list(args.args)
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        params = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+        func = self.func
+        for index, (arg, default) in enumerate(params):
+            if index == 0 and func.cls is not None and arg in positional[:1]:
+                if "staticmethod" not in func.decorators:
+                    if "classmethod" in func.decorators:
+                        self.env[arg.arg] = Value(Kind.CLASS, ref=func.cls.name)
+                    elif func.cls.is_autograd_function:
+                        self.env[arg.arg] = Value(Kind.OBJECT)
+                    else:
+                        self.env[arg.arg] = func.cls.instance()
+                    continue
+            self.env[arg.arg] = self._parameter_value(arg, default)
+        for extra in (args.vararg, args.kwarg):
+            if extra is not None:
+                self.env[extra.arg] = Value(Kind.SEQ) if extra is args.vararg else PYTHON
+
+    def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
+        annotated = annotation_value(arg.annotation)
+        if annotated is not None and annotated.kind is not Kind.NONE:
+            return annotated
+        if self.mode == REPORT:
+            passed = self.func.arg_values.get(arg.arg)
+            if passed is not None and passed.kind is not Kind.UNKNOWN:
+                return passed
+        hint = hint_for_name(arg.arg, parameter=True)
+        if hint is not None:
+            return hint
+        if default is not None:
+            if isinstance(default, ast.Constant):
+                return NONE if default.value is None else PYTHON
+            if isinstance(default, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)):
+                return PYTHON
+        elif self._is_forward_input():
+            return TENSOR
+        return UNKNOWN
+
+    def _is_forward_input(self) -> bool:
+        func = self.func
+        return func.name == "forward" and func.cls is not None and func.cls.is_module
+
+    # ----------------------------------------------------------------- names
+    def lookup(self, name: str) -> Value:
+        value = self.env.get(name)
+        if value is not None:
+            return value
+        for env in self._outer:
+            value = env.get(name)
+            if value is not None:
+                return value
+        if name in BUILTIN_NAMES:
+            return ref("builtins." + name)
+        # A free name: conventional module aliases (snippets, notebook cells), else its name.
+        module = _CONVENTIONAL_ALIASES.get(name)
+        if module is not None:
+            return ref(module)
+        return hint_for_name(name) or UNKNOWN
+
+    def bind(self, name: str, value: Value) -> None:
+        if value.kind is Kind.UNKNOWN:
+            hint = hint_for_name(name)
+            if hint is not None:
+                value = hint
+        self.env[name] = value
+        if self.cls_scope is not None and self.mode == SUMMARY:
+            self._set_attr(self.cls_scope, name, value)
+
+    def _set_attr(self, cls: ClassInfo, name: str, value: Value) -> None:
+        old = cls.attrs.get(name)
+        cls.attrs[name] = value if old is None else join(old, value)
+
+    def qualname(self, node: ast.expr) -> str | None:
+        """The qualified name an expression refers to (`T.nonzero` -> "torch.nonzero")."""
+        if isinstance(node, ast.Name):
+            value = self.memo.get(node) or self.lookup(node.id)
+            return value.ref if value.kind is Kind.REF else None
+        if isinstance(node, ast.Attribute):
+            base = self.qualname(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    # ----------------------------------------------------------------- statements
+    def body(self, stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            handler = _STMT_HANDLERS.get(type(stmt))
+            previous = self.stmt
+            self.stmt = stmt
+            if handler is None:
+                self._stmt_generic(stmt)
+            else:
+                handler(self, stmt)
+            self.stmt = previous
+
+    def _dispatch(self, node: ast.AST) -> None:
+        rules = self.file.dispatch.get(type(node))
+        if rules and self.reporting:
+            ctx = self.file.context
+            assert ctx is not None
+            ctx._walker = self
+            hot = self.hot
+            for rule in rules:
+                if hot or not self.file.hot_only.get(rule, True):
+                    ctx._enter(rule, node)
+                    rule(node, ctx)
+
+    def _stmt_generic(self, stmt: ast.stmt) -> None:
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.ev(child)
+        self._dispatch(stmt)
+
+    def st_Expr(self, node: ast.Expr) -> None:
+        self.ev(node.value)
+        self._dispatch(node)
+
+    def st_Assign(self, node: ast.Assign) -> None:
+        value = self.ev(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+        self._dispatch(node)
+
+    def st_AnnAssign(self, node: ast.AnnAssign) -> None:
+        value = self.ev(node.value) if node.value is not None else None
+        annotated = annotation_value(node.annotation)
+        if value is None or value.kind in (Kind.UNKNOWN, Kind.NONE):
+            value = annotated or value or UNKNOWN
+        if node.value is not None or annotated is not None:
+            self.assign(node.target, value)
+        self._dispatch(node)
+
+    def st_AugAssign(self, node: ast.AugAssign) -> None:
+        current = self._current_value(node.target)
+        value = self.ev(node.value)
+        result = self.binop(current, node.op, value, node.target, node.value)
+        self.assign(node.target, result, augmented=True)
+        self._dispatch(node)
+
+    def _current_value(self, target: ast.expr) -> Value:
+        if isinstance(target, ast.Name):
+            value = self.lookup(target.id)
+            if self.reporting:
+                self.memo[target] = value
+            return value
+        return self.ev(target)
+
+    def st_Return(self, node: ast.Return) -> None:
+        value = self.ev(node.value) if node.value is not None else NONE
+        if self.mode == SUMMARY:
+            self.func.returns = join(self.func.returns, value)
+        self._dispatch(node)
+
+    def st_If(self, node: ast.If) -> None:
+        self.ev(node.test)
+        self._dispatch(node)
+        hot = self.hot
+        body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
+        body_hot = body_hot and not self._leaves_hot_region(node.body)
+        else_hot = hot and not self._leaves_hot_region(node.orelse)
+        before = self.env
+        self.env = dict(before)
+        self.hot = body_hot
+        self.body(node.body)
+        after_body = self.env
+        self.env = dict(before)
+        self.hot = else_hot
+        self.body(node.orelse)
+        after_else = self.env
+        self.hot = hot
+        self.env = self._merge_branches([(node.body, after_body), (node.orelse, after_else)], before)
+
+    def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
+        live = [env for stmts, env in branches if terminates(stmts) is None]
+        if not live:
+            return before
+        result = live[0]
+        for env in live[1:]:
+            result = _join_env(result, env)
+        return result
+
+    def _once_test(self, test: ast.expr) -> bool:
+        """`if step == 0:` on a Python counter runs once, not every step."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            return False
+        left, right = test.left, test.comparators[0]
+        if isinstance(left, ast.Constant):
+            left, right = right, left
+        if not (isinstance(right, ast.Constant) and isinstance(right.value, int)):
+            return False
+        return isinstance(left, (ast.Name, ast.Attribute)) and self.memo.get(left, self._peek(left)).kind is Kind.PYTHON
+
+    def _peek(self, node: ast.expr) -> Value:
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id)
+        return UNKNOWN
+
+    def _leaves_hot_region(self, body: list[ast.stmt]) -> bool:
+        """A block that raises, or leaves the loop that makes this region hot, runs once."""
+        jump = terminates(body)
+        if jump is ast.Raise:
+            return True
+        if jump is ast.Break:
+            return bool(self.loops) and self.loops[-1].root_hot
+        if jump is ast.Return:
+            return not self.func.hot and any(loop.root_hot for loop in self.loops)
+        return False
+
+    def st_For(self, node: ast.For | ast.AsyncFor) -> None:
+        iterable = self.ev(node.iter)
+        self._dispatch(node)
+        elem = element_of(iterable)
+        data = _is_data(iterable, elem)
+        self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None)
+        self.body(node.orelse)
+
+    def st_While(self, node: ast.While) -> None:
+        def test() -> None:
+            self.ev(node.test)
+            self._dispatch(node)
+
+        self._loop(node, False, test, node.body, node.test)
+        self.body(node.orelse)
+
+    def _loop(self, node: ast.AST, data: bool, head: Callable[[], None], body: list[ast.stmt],
+              while_test: ast.expr | None) -> None:
+        info = LoopInfo(node, data)
+        before = self.env
+        hot_before = self.hot
+        if self.reporting:
+            # Pre-walk once, silently, to learn loop-carried values and step markers.
+            self.env = dict(before)
+            self.silent += 1
+            self.loops.append(info)
+            if while_test is not None:
+                self.ev(while_test)
+            else:
+                head()
+            self.body(body)
+            self.loops.pop()
+            self.silent -= 1
+            before = _join_env(before, self.env)
+            info.nested_markers = info.nested_markers  # pre-walk filled the markers in
+        loop_hot = info.data or info.direct_markers
+        info.root_hot = loop_hot and not hot_before
+        self.hot = hot_before or loop_hot
+        self.env = dict(before)
+        self.loops.append(info)
+        head()
+        self.body(body)
+        self.loops.pop()
+        self.env = _join_env(before, self.env)
+        self.hot = hot_before
+        if self.loops and (info.direct_markers or info.nested_markers):
+            self.loops[-1].nested_markers = True
+
+    def _mark_step(self) -> None:
+        """The code being walked runs the model / steps the optimizer: a training step."""
+        if self.loops:
+            self.loops[-1].direct_markers = True
+
+    def st_Try(self, node: ast.Try) -> None:
+        before = self.env
+        self.env = dict(before)
+        self.body(node.body)
+        after_body = self.env
+        hot = self.hot
+        envs = [(node.body, after_body)]
+        for handler in node.handlers:
+            self.env = _join_env(before, after_body)
+            self.hot = False  # exceptional paths do not run every step
+            if handler.type is not None:
+                self.ev(handler.type)
+            if handler.name:
+                self.env[handler.name] = PYTHON
+            self.body(handler.body)
+            envs.append((handler.body, self.env))
+        self.hot = hot
+        self.env = self._merge_branches(envs, before)
+        self.body(node.orelse)
+        self.body(node.finalbody)
+
+    def st_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.ev(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, UNKNOWN)
+        self._dispatch(node)
+        self.body(node.body)
+
+    def st_Match(self, node: ast.AST) -> None:
+        self.ev(node.subject)  # type: ignore[attr-defined]
+        before = self.env
+        envs = []
+        for case in node.cases:  # type: ignore[attr-defined]
+            self.env = dict(before)
+            for name in _pattern_names(case.pattern):
+                self.env[name] = UNKNOWN
+            if case.guard is not None:
+                self.ev(case.guard)
+            self.body(case.body)
+            envs.append((case.body, self.env))
+        self.env = self._merge_branches(envs, before) if envs else before
+
+    def st_Raise(self, node: ast.Raise) -> None:
+        hot = self.hot
+        self.hot = False
+        for child in (node.exc, node.cause):
+            if child is not None:
+                self.ev(child)
+        self._dispatch(node)
+        self.hot = hot
+
+    def st_Assert(self, node: ast.Assert) -> None:
+        self.ev(node.test)
+        hot = self.hot
+        self.hot = False  # the message is only built when the assertion fails
+        if node.msg is not None:
+            self.ev(node.msg)
+        self.hot = hot
+        self._dispatch(node)
+
+    def st_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                self.env.pop(target.id, None)
+            else:
+                self.ev(target)
+        self._dispatch(node)
+
+    def st_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.env[alias.asname] = ref(alias.name)
+            else:
+                top = alias.name.split(".", 1)[0]
+                self.env[top] = ref(top)
+        self._dispatch(node)
+
+    def st_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = ("." * node.level) + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            qual = f"{module}.{alias.name}" if module and not module.endswith(".") else module + alias.name
+            self.env[alias.asname or alias.name] = ref(qual)
+        self._dispatch(node)
+
+    def st_FunctionDef(self, node: FunctionNode) -> None:
+        hot = self.hot
+        self.hot = False
+        for default in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
+            self.ev(default)
+        for decorator in node.decorator_list:
+            self.ev(decorator)
+        self.hot = hot
+        info = getattr(node, "_perflint_info", None)
+        value = Value(Kind.FUNC, ref=node.name) if info is not None else UNKNOWN
+        if self.cls_scope is None:
+            self.env[node.name] = value
+        self._dispatch(node)
+
+    def st_ClassDef(self, node: ast.ClassDef) -> None:
+        info: ClassInfo | None = getattr(node, "_perflint_info", None)
+        for base in node.bases:
+            self.ev(base)
+        outer_cls, outer_env, hot = self.cls_scope, self.env, self.hot
+        self.cls_scope, self.env, self.hot = info, dict(self.env), False
+        self.body(node.body)
+        self.cls_scope, self.env, self.hot = outer_cls, outer_env, hot
+        self.env[node.name] = Value(Kind.CLASS, ref=node.name) if info is not None else UNKNOWN
+        self._dispatch(node)
+
+    def st_Global(self, node: ast.stmt) -> None:
+        self._dispatch(node)
+
+    # ----------------------------------------------------------------- assignment
+    def assign(self, target: ast.expr, value: Value, augmented: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            if self.reporting:
+                self.memo[target] = value
+            self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            star = next((i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)), None)
+            for index, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Starred):
+                    self.assign(elt.value, seq_of(element_of(value)))
+                elif star is not None and index > star:
+                    self.assign(elt, item_of(value, index - len(target.elts)))
+                else:
+                    self.assign(elt, item_of(value, index))
+        elif isinstance(target, ast.Attribute):
+            base = self.ev(target.value)
+            if value.kind is Kind.UNKNOWN:
+                hint = hint_for_name(target.attr)
+                if hint is not None:
+                    value = hint
+            if self.mode == SUMMARY and base.ref is not None and base.kind in (Kind.MODULE, Kind.OBJECT):
+                cls = self.file.classes.get(base.ref)
+                if cls is not None:
+                    self._set_attr(cls, target.attr, value)
+            if self.reporting:
+                self.memo[target] = value
+                self._dispatch(target)
+        elif isinstance(target, ast.Subscript):
+            self.ev(target)
+        elif isinstance(target, ast.Starred):
+            self.assign(target.value, value)
+
+    # ----------------------------------------------------------------- expressions
+    def ev(self, node: ast.expr) -> Value:
+        handler = _EXPR_HANDLERS.get(type(node))
+        value = handler(self, node) if handler is not None else self._ev_generic(node)
+        if self.mode == REPORT and not self.silent:
+            self.memo[node] = value
+            if type(node) in self.file.dispatch:
+                self._dispatch(node)
+        return value
+
+    def value(self, node: ast.expr) -> Value:
+        """The value computed for `node` in this pass (rules' view)."""
+        value = self.memo.get(node)
+        if value is not None:
+            return value
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id)
+        return UNKNOWN
+
+    def _ev_generic(self, node: ast.expr) -> Value:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.ev(child)
+        return UNKNOWN
+
+    def ev_Constant(self, node: ast.Constant) -> Value:
+        return NONE if node.value is None else PYTHON
+
+    def ev_Name(self, node: ast.Name) -> Value:
+        return self.lookup(node.id)
+
+    def ev_Attribute(self, node: ast.Attribute) -> Value:
+        base = self.ev(node.value)
+        return self.attribute(base, node.attr)
+
+    def attribute(self, base: Value, attr: str) -> Value:
+        kind = base.kind
+        if kind is Kind.REF:
+            return ref(f"{base.ref}.{attr}")
+        if kind is Kind.TENSOR:
+            return tensor_attribute_value(attr, base)
+        if kind is Kind.BATCH:
+            return TENSOR
+        if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
+            cls = self.file.classes.get(base.ref) if base.ref else None
+            if cls is not None:
+                found = cls.lookup_attr(attr)
+                if found is not None:
+                    return found
+                method = cls.lookup_method(attr)
+                if method is not None:
+                    return Value(Kind.FUNC, ref=attr)
+            if kind is Kind.MODULE:
+                if attr == "training":
+                    return PYTHON
+                if attr == "device":
+                    return DEVICE
+                if attr in ("weight", "bias"):
+                    return TENSOR
+            return hint_for_name(attr) or UNKNOWN
+        if kind is Kind.NDARRAY:
+            return PYTHON if attr in ("shape", "ndim", "size", "dtype") else NDARRAY
+        if kind in (Kind.PYTHON, Kind.DEVICE, Kind.DTYPE, Kind.OPTIMIZER, Kind.NONE):
+            return PYTHON
+        if kind is Kind.UNKNOWN:
+            return hint_for_name(attr) or UNKNOWN
+        return UNKNOWN
+
+    def ev_Subscript(self, node: ast.Subscript) -> Value:
+        base = self.ev(node.value)
+        index = self.ev(node.slice)
+        kind = base.kind
+        if kind is Kind.TENSOR:
+            return Value(Kind.TENSOR, dtype=base.dtype)
+        if kind is Kind.SEQ:
+            if isinstance(node.slice, ast.Slice):
+                return base
+            if base.items is not None and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+                return item_of(base, node.slice.value)
+            return base.elem or UNKNOWN
+        if kind is Kind.BATCH:
+            return TENSOR
+        if kind is Kind.NDARRAY:
+            return NDARRAY
+        if kind is Kind.MODULE:
+            return MODULE
+        if kind is Kind.REF:
+            return PYTHON  # typing subscripts: Optional[...]
+        del index
+        return UNKNOWN
+
+    def ev_Slice(self, node: ast.Slice) -> Value:
+        for child in (node.lower, node.upper, node.step):
+            if child is not None:
+                self.ev(child)
+        return PYTHON
+
+    def ev_Tuple(self, node: ast.Tuple) -> Value:
+        return tuple_of(tuple(self.ev(e) for e in node.elts))
+
+    def ev_List(self, node: ast.List) -> Value:
+        items = tuple(self.ev(e) for e in node.elts)
+        if not items:
+            return Value(Kind.SEQ)
+        return tuple_of(items)
+
+    def ev_Set(self, node: ast.Set) -> Value:
+        for e in node.elts:
+            self.ev(e)
+        return PYTHON
+
+    def ev_Dict(self, node: ast.Dict) -> Value:
+        values = []
+        for key, val in zip(node.keys, node.values):
+            if key is not None:
+                self.ev(key)
+            values.append(self.ev(val))
+        if values and all(v.kind is Kind.TENSOR for v in values):
+            return BATCH
+        return PYTHON
+
+    def ev_JoinedStr(self, node: ast.JoinedStr) -> Value:
+        for part in node.values:
+            self.ev(part)
+        return PYTHON
+
+    def ev_FormattedValue(self, node: ast.FormattedValue) -> Value:
+        self.ev(node.value)
+        if node.format_spec is not None:
+            self.ev(node.format_spec)
+        return PYTHON
+
+    def ev_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        operand = self.ev(node.operand)
+        if isinstance(node.op, ast.Not):
+            return PYTHON
+        if operand.kind is Kind.TENSOR:
+            return Value(Kind.TENSOR, dtype=operand.dtype, zero_dim=operand.zero_dim)
+        if operand.kind in (Kind.PYTHON, Kind.NDARRAY):
+            return operand
+        return UNKNOWN if operand.kind is not Kind.BATCH else TENSOR
+
+    def ev_BinOp(self, node: ast.BinOp) -> Value:
+        left = self.ev(node.left)
+        right = self.ev(node.right)
+        return self.binop(left, node.op, right, node.left, node.right)
+
+    def binop(self, left: Value, op: ast.operator, right: Value, lnode: ast.expr, rnode: ast.expr) -> Value:
+        if isinstance(op, ast.Mod) and (
+            isinstance(lnode, (ast.Constant, ast.JoinedStr)) and isinstance(getattr(lnode, "value", ""), str)
+        ):
+            return PYTHON  # "%s" % x
+        lk, rk = left.kind, right.kind
+        if lk is Kind.TENSOR or rk is Kind.TENSOR or lk is Kind.BATCH or rk is Kind.BATCH:
+            if isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+                dtype = "bool" if left.dtype == "bool" and right.dtype in ("bool", None) and (rk is Kind.TENSOR or right.kind is Kind.PYTHON) else None
+                if left.dtype == "bool" and right.dtype == "bool":
+                    dtype = "bool"
+            else:
+                dtype = left.dtype if left.dtype == right.dtype else None
+            zero_dim = (left.zero_dim or lk is Kind.PYTHON) and (right.zero_dim or rk is Kind.PYTHON)
+            return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
+        if lk is Kind.NDARRAY or rk is Kind.NDARRAY:
+            return NDARRAY
+        if lk is Kind.PYTHON and rk is Kind.PYTHON:
+            return PYTHON
+        if lk is Kind.SEQ and rk is Kind.SEQ and isinstance(op, ast.Add):
+            return seq_of(join(left.elem or UNKNOWN, right.elem or UNKNOWN))
+        return UNKNOWN
+
+    def ev_Compare(self, node: ast.Compare) -> Value:
+        values = [self.ev(node.left)] + [self.ev(c) for c in node.comparators]
+        if any(isinstance(op, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for op in node.ops):
+            return PYTHON
+        tensors = [v for v in values if v.kind is Kind.TENSOR]
+        if tensors:
+            if any(isinstance(c, ast.Constant) and c.value is None for c in [node.left, *node.comparators]):
+                return PYTHON
+            zero = all(v.zero_dim or v.kind is Kind.PYTHON for v in values)
+            return Value(Kind.TENSOR, dtype="bool", zero_dim=zero)
+        if any(v.kind is Kind.NDARRAY for v in values):
+            return NDARRAY
+        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF) for v in values):
+            return PYTHON
+        if any(v.kind is Kind.BATCH for v in values):
+            return Value(Kind.TENSOR, dtype="bool")
+        return UNKNOWN
+
+    def ev_BoolOp(self, node: ast.BoolOp) -> Value:
+        result: Value | None = None
+        for v in node.values:
+            value = self.ev(v)
+            result = value if result is None else join(result, value)
+        return result or UNKNOWN
+
+    def ev_IfExp(self, node: ast.IfExp) -> Value:
+        self.ev(node.test)
+        return join(self.ev(node.body), self.ev(node.orelse))
+
+    def ev_NamedExpr(self, node: ast.NamedExpr) -> Value:
+        value = self.ev(node.value)
+        self.assign(node.target, value)
+        return value
+
+    def ev_Lambda(self, node: ast.Lambda) -> Value:
+        saved = self.env
+        self.env = dict(saved)
+        for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            self.env[arg.arg] = UNKNOWN
+        self.ev(node.body)
+        self.env = saved
+        return PYTHON
+
+    def ev_Starred(self, node: ast.Starred) -> Value:
+        return self.ev(node.value)
+
+    def ev_Await(self, node: ast.Await) -> Value:
+        return self.ev(node.value)
+
+    def ev_Yield(self, node: ast.Yield | ast.YieldFrom) -> Value:
+        value = self.ev(node.value) if node.value is not None else NONE
+        if isinstance(node, ast.YieldFrom):
+            value = element_of(value)
+        if self.mode == SUMMARY:
+            y = self.func.yields
+            self.func.yields = value if y is None else join(y, value)
+        return UNKNOWN
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+                       elements: Callable[[], Value]) -> Value:
+        saved_env, saved_hot = self.env, self.hot
+        self.env = dict(saved_env)
+        for gen in node.generators:
+            iterable = self.ev(gen.iter)
+            elem = element_of(iterable)
+            if _is_data(iterable, elem):
+                self.hot = True
+            self.assign(gen.target, elem)
+            for cond in gen.ifs:
+                self.ev(cond)
+        result = elements()
+        self.env, self.hot = saved_env, saved_hot
+        return result
+
+    def ev_ListComp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Value:
+        return self._comprehension(node, lambda: seq_of(self.ev(node.elt)))
+
+    def ev_DictComp(self, node: ast.DictComp) -> Value:
+        def elements() -> Value:
+            self.ev(node.key)
+            value = self.ev(node.value)
+            return BATCH if value.kind is Kind.TENSOR else PYTHON
+
+        return self._comprehension(node, elements)
+
+    # ----------------------------------------------------------------- calls
+    def ev_Call(self, node: ast.Call) -> Value:
+        func = node.func
+        receiver: Value | None = None
+        if isinstance(func, ast.Attribute):
+            receiver = self.ev(func.value)
+            callee = None
+        else:
+            callee = self.ev(func)
+        args = [self.ev(a) for a in node.args]
+        kwargs = {kw.arg: self.ev(kw.value) for kw in node.keywords}
+        if receiver is not None:
+            assert isinstance(func, ast.Attribute)
+            result = self._method_call(node, func, receiver, args, kwargs)
+        else:
+            assert callee is not None
+            result = self._call(node, callee, args, kwargs)
+        if self.hot and self.reporting:
+            for arg in args:  # closures handed to `optimizer.step(closure)` and the like
+                if arg.kind is Kind.FUNC:
+                    target = self._local_function(arg.ref)
+                    if target is not None:
+                        self.file.note_call(self.func, target, {}, self.mode, True, "called from hot code")
+        return result
+
+    def _method_call(self, node: ast.Call, func: ast.Attribute, recv: Value,
+                     args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+        name = func.attr
+        kind = recv.kind
+        if kind is Kind.REF:
+            return self._qualified_call(f"{recv.ref}.{name}", node, args, kwargs)
+        if name == "backward" or name == "zero_grad":
+            self._mark_step()
+        elif name == "step" and (kind is Kind.OPTIMIZER or is_optimizer_step_receiver(func.value)):
+            self._mark_step()
+        if kind is Kind.TENSOR:
+            return tensor_method_value(name, node, recv, self.qualname)
+        if kind is Kind.BATCH:
+            if name in ("to", "cuda", "cpu", "pin_memory", "float", "half", "bfloat16"):
+                return recv
+            if name == "items":
+                return seq_of(tuple_of((PYTHON, TENSOR)))
+            if name == "values":
+                return TENSORS
+            if name == "keys":
+                return seq_of(PYTHON)
+            if name in ("get", "pop"):
+                return TENSOR
+            return tensor_method_value(name, node, TENSOR, self.qualname)
+        if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
+            cls = self.file.classes.get(recv.ref) if recv.ref else None
+            if cls is not None:
+                method = cls.lookup_method(name)
+                if method is not None:
+                    bound = kind is not Kind.CLASS or "classmethod" in method.decorators
+                    return self._call_local(node, method, args, kwargs, bound=bound)
+                attr = cls.lookup_attr(name)
+                if attr is not None:
+                    if attr.kind is Kind.SEQ:
+                        return self._seq_method(func, attr, name, args)
+                    return self._call(node, attr, args, kwargs)
+            if kind is Kind.MODULE:
+                if name == "forward":
+                    self._mark_step()
+                    return TENSOR
+                known = module_method_value(name)
+                if known.kind is not Kind.UNKNOWN:
+                    return known
+            return self._call_hinted(name)
+        if kind is Kind.NDARRAY:
+            return ndarray_method_value(name)
+        if kind is Kind.SEQ:
+            return self._seq_method(func, recv, name, args)
+        if kind in (Kind.OPTIMIZER, Kind.DEVICE, Kind.DTYPE, Kind.LOADER, Kind.NONE):
+            return PYTHON
+        if kind is Kind.PYTHON:
+            if name in ("item", "tolist", "format", "join", "split", "strip", "upper", "lower",
+                        "replace", "startswith", "endswith", "encode", "decode", "keys"):
+                return PYTHON
+            return UNKNOWN
+        # UNKNOWN receiver: a tensor-only method proves it is a tensor.
+        if name in TENSOR_ONLY_METHODS:
+            if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
+                self.env[func.value.id] = TENSOR
+            return tensor_method_value(name, node, TENSOR, self.qualname)
+        if name == "to":
+            return tensor_method_value(name, node, TENSOR, self.qualname)
+        if name == "tolist":
+            return PYTHON
+        return self._call_hinted(name)
+
+    def _call_hinted(self, name: str) -> Value:
+        """`trainer.model(x)`, `self.criterion(out, y)`: the attribute's name says it is a module."""
+        hint = hint_for_name(name)
+        if hint is not None and hint.kind is Kind.MODULE:
+            self._mark_step()
+            return Value(Kind.TENSOR, zero_dim=hint.loss)
+        return UNKNOWN
+
+    def _seq_method(self, func: ast.Attribute, recv: Value, name: str, args: list[Value]) -> Value:
+        if name in ("append", "extend", "insert") and args and isinstance(func.value, ast.Name):
+            added = args[-1] if name != "extend" else element_of(args[-1])
+            old = recv.elem
+            elem = added if old is None else join(old, added)
+            self.env[func.value.id] = Value(Kind.SEQ, elem=elem)
+            return NONE
+        if name == "pop":
+            return recv.elem or UNKNOWN
+        if name in ("index", "count"):
+            return PYTHON
+        if name == "copy":
+            return recv
+        return NONE
+
+    def _call(self, node: ast.Call, callee: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+        kind = callee.kind
+        if kind is Kind.REF:
+            return self._qualified_call(callee.ref or "", node, args, kwargs)
+        if kind is Kind.FUNC:
+            target = self._local_function(callee.ref)
+            if target is not None:
+                return self._call_local(node, target, args, kwargs, bound=False)
+            return UNKNOWN
+        if kind is Kind.CLASS:
+            cls = self.file.classes.get(callee.ref or "")
+            if cls is None:
+                return UNKNOWN
+            init = cls.lookup_method("__init__")
+            if init is not None:
+                self._call_local(node, init, args, kwargs, bound=True)
+            return cls.instance()
+        if kind is Kind.MODULE:
+            self._mark_step()
+            cls = self.file.classes.get(callee.ref) if callee.ref else None
+            forward = cls.lookup_method("forward") if cls is not None else None
+            if forward is None and cls is not None:
+                forward = cls.lookup_method("__call__")
+            if forward is not None:
+                result = self._call_local(node, forward, args, kwargs, bound=True)
+                if result.kind is not Kind.UNKNOWN and result.kind is not Kind.NONE:
+                    return result
+            return Value(Kind.TENSOR, zero_dim=callee.loss)
+        if kind is Kind.OBJECT:
+            cls = self.file.classes.get(callee.ref) if callee.ref else None
+            call = cls.lookup_method("__call__") if cls is not None else None
+            if call is not None:
+                return self._call_local(node, call, args, kwargs, bound=True)
+            return UNKNOWN
+        if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name) and is_loss_function_name(node.func.id):
+            return TENSOR
+        return UNKNOWN
+
+    def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],
+                        kwargs: dict[str | None, Value]) -> Value:
+        if qualname in ("builtins.next", "builtins.iter") and args and args[0].kind is Kind.LOADER:
+            if qualname == "builtins.next":
+                self._mark_step()
+        value = external_call_value(qualname, node, args, self.qualname)
+        if value.kind is Kind.MODULE and value.loss is False and qualname.startswith("torch.nn."):
+            return value
+        return value
+
+    def _local_function(self, name: str | None) -> FunctionInfo | None:
+        if name is None:
+            return None
+        # Nested functions visible from here, innermost first, then module level.
+        scope: FunctionInfo | None = self.func
+        local = self.file.local_functions
+        while scope is not None:
+            found = local.get((id(scope), name))
+            if found is not None:
+                return found
+            scope = scope.parent
+        return local.get((0, name))
+
+    def _call_local(self, node: ast.Call, target: FunctionInfo, args: list[Value],
+                    kwargs: dict[str | None, Value], bound: bool) -> Value:
+        if self.mode == SUMMARY:
+            self.file.ensure_summary(target)
+        binding = self._bind(target, node, args, kwargs, bound) if self.reporting else {}
+        if not self.silent:
+            reason = f"called from hot code in `{self.func.name}`"
+            self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
+        result = target.result
+        if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            annotated = annotation_value(target.node.returns)
+            if annotated is not None:
+                return annotated
+        return result
+
+    def _bind(self, target: FunctionInfo, node: ast.Call, args: list[Value],
+              kwargs: dict[str | None, Value], bound: bool) -> dict[str, Value]:
+        fnode = target.node
+        if not isinstance(fnode, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return {}
+        params = [a.arg for a in fnode.args.posonlyargs + fnode.args.args]
+        if bound and target.is_method and params:
+            params = params[1:]
+        binding: dict[str, Value] = {}
+        for index, (arg_node, value) in enumerate(zip(node.args, args)):
+            if isinstance(arg_node, ast.Starred) or index >= len(params):
+                break
+            binding[params[index]] = value
+        for key, value in kwargs.items():
+            if key is not None:
+                binding[key] = value
+        return binding
+
+
+def _is_data(iterable: Value, elem: Value) -> bool:
+    """Does iterating this yield batches of data (a DataLoader, `enumerate(loader)`, ...)?"""
+    if iterable.kind is Kind.LOADER or elem.kind is Kind.BATCH:
+        return True
+    if elem.kind is Kind.SEQ and elem.items is not None:
+        return any(item.kind is Kind.BATCH for item in elem.items)
+    return False
+
+
+def _pattern_names(pattern: ast.AST) -> Iterable[str]:
+    for node in ast.walk(pattern):
+        name = getattr(node, "name", None)
+        if isinstance(name, str):
+            yield name
+        rest = getattr(node, "rest", None)
+        if isinstance(rest, str):
+            yield rest
+
+
+_STMT_HANDLERS: dict[type, Callable[[_Walker, ast.stmt], None]] = {
+    ast.Expr: _Walker.st_Expr,
+    ast.Assign: _Walker.st_Assign,
+    ast.AnnAssign: _Walker.st_AnnAssign,
+    ast.AugAssign: _Walker.st_AugAssign,
+    ast.Return: _Walker.st_Return,
+    ast.If: _Walker.st_If,
+    ast.For: _Walker.st_For,
+    ast.AsyncFor: _Walker.st_For,
+    ast.While: _Walker.st_While,
+    ast.Try: _Walker.st_Try,
+    ast.With: _Walker.st_With,
+    ast.AsyncWith: _Walker.st_With,
+    ast.Raise: _Walker.st_Raise,
+    ast.Assert: _Walker.st_Assert,
+    ast.Delete: _Walker.st_Delete,
+    ast.Import: _Walker.st_Import,
+    ast.ImportFrom: _Walker.st_ImportFrom,
+    ast.FunctionDef: _Walker.st_FunctionDef,
+    ast.AsyncFunctionDef: _Walker.st_FunctionDef,
+    ast.ClassDef: _Walker.st_ClassDef,
+    ast.Global: _Walker.st_Global,
+    ast.Nonlocal: _Walker.st_Global,
+    ast.Pass: _Walker.st_Global,
+    ast.Break: _Walker.st_Global,
+    ast.Continue: _Walker.st_Global,
+}
+if hasattr(ast, "Match"):
+    _STMT_HANDLERS[ast.Match] = _Walker.st_Match
+if hasattr(ast, "TryStar"):
+    _STMT_HANDLERS[ast.TryStar] = _Walker.st_Try  # type: ignore[attr-defined]
+
+_EXPR_HANDLERS: dict[type, Callable[[_Walker, ast.expr], Value]] = {
+    ast.Constant: _Walker.ev_Constant,
+    ast.Name: _Walker.ev_Name,
+    ast.Attribute: _Walker.ev_Attribute,
+    ast.Subscript: _Walker.ev_Subscript,
+    ast.Slice: _Walker.ev_Slice,
+    ast.Tuple: _Walker.ev_Tuple,
+    ast.List: _Walker.ev_List,
+    ast.Set: _Walker.ev_Set,
+    ast.Dict: _Walker.ev_Dict,
+    ast.JoinedStr: _Walker.ev_JoinedStr,
+    ast.FormattedValue: _Walker.ev_FormattedValue,
+    ast.UnaryOp: _Walker.ev_UnaryOp,
+    ast.BinOp: _Walker.ev_BinOp,
+    ast.Compare: _Walker.ev_Compare,
+    ast.BoolOp: _Walker.ev_BoolOp,
+    ast.IfExp: _Walker.ev_IfExp,
+    ast.NamedExpr: _Walker.ev_NamedExpr,
+    ast.Lambda: _Walker.ev_Lambda,
+    ast.Starred: _Walker.ev_Starred,
+    ast.Await: _Walker.ev_Await,
+    ast.Yield: _Walker.ev_Yield,
+    ast.YieldFrom: _Walker.ev_Yield,
+    ast.ListComp: _Walker.ev_ListComp,
+    ast.SetComp: _Walker.ev_ListComp,
+    ast.GeneratorExp: _Walker.ev_ListComp,
+    ast.DictComp: _Walker.ev_DictComp,
+    ast.Call: _Walker.ev_Call,
+}
+
+__all__ = ["FileAnalysis", "FunctionInfo", "ClassInfo", "annotation_value", "TENSOR_ONLY_METHODS"]

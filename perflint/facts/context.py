@@ -1,0 +1,131 @@
+"""What a rule sees: the node it asked for, and answers to the shared questions."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from ..rule import FixPlan, RawFinding
+from ..types import Applicability
+from .values import Kind, Value
+
+if TYPE_CHECKING:
+    from ..source import SourceFile
+    from .analysis import FileAnalysis, _Walker
+
+
+class RuleContext:
+    def __init__(self, source: SourceFile, analysis: FileAnalysis) -> None:
+        self.source = source
+        self.analysis = analysis
+        self.findings: list[RawFinding] = []
+        self._walker: _Walker | None = None
+        self._rule: object = None
+        self._code = ""
+        self.node: ast.AST | None = None
+        analysis.context = self
+
+    def _enter(self, visitor: object, node: ast.AST) -> None:
+        self._rule = getattr(visitor, "__self__", None)
+        self._code = getattr(self._rule, "code", "")
+        self.node = node
+
+    # ----------------------------------------------------------------- facts
+    @property
+    def hot(self) -> bool:
+        """Does the current node run every training / inference step?"""
+        return bool(self._walker and self._walker.hot)
+
+    @property
+    def imports_torch(self) -> bool:
+        return self.analysis.imports_torch
+
+    @property
+    def function_name(self) -> str:
+        return self._walker.func.name if self._walker else "<module>"
+
+    @property
+    def statement(self) -> ast.stmt | None:
+        return self._walker.stmt if self._walker else None
+
+    @property
+    def in_loop(self) -> bool:
+        return bool(self._walker and self._walker.loops)
+
+    def value(self, node: ast.expr) -> Value:
+        assert self._walker is not None
+        return self._walker.value(node)
+
+    def qualname(self, node: ast.expr) -> str | None:
+        assert self._walker is not None
+        return self._walker.qualname(node)
+
+    def is_tensor(self, node: ast.expr) -> bool:
+        return self.value(node).kind is Kind.TENSOR
+
+    def is_bool_tensor(self, node: ast.expr) -> bool:
+        return self.value(node).is_bool_tensor
+
+    def maybe_tensor(self, node: ast.expr) -> bool:
+        """TENSOR, or a value we cannot classify in a file that uses torch.
+
+        For tensor-only methods (`.item()`, `.cpu()`): numpy and Python values are known to
+        the analyzer, so an unknown receiver in a torch file is most likely a tensor.
+        """
+        value = self.value(node)
+        if value.kind is Kind.TENSOR or value.kind is Kind.BATCH:
+            return True
+        return value.kind is Kind.UNKNOWN and self.imports_torch
+
+    def call_name(self, call: ast.Call) -> str | None:
+        """Qualified name of a call to a module-level function (`T.nonzero` -> torch.nonzero)."""
+        return self.qualname(call.func)
+
+    def method_call(self, call: ast.Call, *names: str) -> tuple[ast.expr, str] | None:
+        """(receiver, method) for `x.m(...)` or `torch.Tensor.m(x, ...)` with m in `names`."""
+        func = call.func
+        if not isinstance(func, ast.Attribute) or (names and func.attr not in names):
+            return None
+        qual = self.qualname(func)
+        if qual is not None:
+            if qual.startswith("torch.Tensor.") and call.args:
+                return call.args[0], func.attr
+            return None
+        return func.value, func.attr
+
+    def torch_alias(self) -> str | None:
+        """The local name bound to the `torch` module, if any."""
+        assert self._walker is not None
+        for name in ("torch",):
+            if self._walker.lookup(name).ref == "torch":
+                return name
+        for name, value in self.analysis.module_env.items():
+            if value.kind is Kind.REF and value.ref == "torch":
+                return name
+        return None
+
+    # ----------------------------------------------------------------- source
+    def text(self, node: ast.AST) -> str:
+        return self.source.segment(node)
+
+    def offsets(self, node: ast.AST) -> tuple[int, int]:
+        return self.source.node_offsets(node)
+
+    # ----------------------------------------------------------------- reporting
+    def report(self, node: ast.AST, message: str | None = None, *, fix: FixPlan | None = None,
+               **fmt: object) -> None:
+        rule = self._rule
+        template = message if message is not None else getattr(rule, "message", "")
+        text = template.format(**fmt) if fmt else template
+        self.findings.append(RawFinding(code=self._code, message=text, node=node, fix=fix))
+
+    def fix(self, applicability: Applicability, message: str, edits: list[tuple[int, int, str]],
+            imports: list[str] | None = None) -> FixPlan:
+        return FixPlan(applicability, message, edits, imports or [])
+
+    def replace(self, node: ast.AST, text: str) -> tuple[int, int, str]:
+        start, end = self.offsets(node)
+        return (start, end, text)
+
+    def insert_at(self, offset: int, text: str) -> tuple[int, int, str]:
+        return (offset, offset, text)

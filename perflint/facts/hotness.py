@@ -1,0 +1,83 @@
+"""Syntactic parts of the "does this run every step?" fact.
+
+The data-dependent parts (is this loop iterating a DataLoader? does its body call the
+model or `optimizer.step()`?) are decided by the analyzer while it walks; this module holds
+the name tables and the shape tests that need no values.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+# Methods that run once per training / inference step.
+HOT_METHODS = frozenset(
+    """forward training_step validation_step test_step predict_step train_step eval_step
+    val_step evaluation_step compute_loss prediction_step shared_step _shared_step
+    common_step _common_step forward_step training_step_end""".split()
+)
+# Methods that never run per step, even when called from hot code by mistake of the call graph.
+COLD_METHODS = frozenset(
+    """__init__ __post_init__ setup configure_optimizers reset_parameters _init_weights
+    init_weights _reset_parameters extra_repr __repr__ __str__ state_dict load_state_dict
+    _load_from_state_dict on_train_start on_train_end on_fit_start on_fit_end
+    on_validation_epoch_end on_train_epoch_end on_test_epoch_end validation_epoch_end
+    training_epoch_end test_epoch_end prepare_data train_dataloader val_dataloader
+    test_dataloader from_pretrained save_pretrained""".split()
+)
+_LOSS_FUNCTION = re.compile(r"(?:^|_)loss(?:es)?$|^loss_|(?:^|_)criterion$")
+
+# Receivers of `.step()` that mean "one optimizer step" (not an LR scheduler).
+_OPTIMIZER_NAME = re.compile(r"optim|(?:^|_)opt(?:_|$)|scaler")
+_SCHEDULER_NAME = re.compile(r"sched|lr_|warmup")
+
+
+def is_loss_function_name(name: str) -> bool:
+    return bool(_LOSS_FUNCTION.search(name.lower()))
+
+
+def receiver_name(node: ast.expr) -> str:
+    """`self.optimizer` -> "optimizer", `opt` -> "opt"; "" for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def is_optimizer_step_receiver(node: ast.expr) -> bool:
+    name = receiver_name(node).lower()
+    return bool(name) and bool(_OPTIMIZER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
+
+
+def terminates(body: list[ast.stmt]) -> type | None:
+    """The kind of jump that ends this block, if its last statement always leaves it."""
+    if not body:
+        return None
+    last = body[-1]
+    if isinstance(last, (ast.Raise, ast.Return, ast.Break, ast.Continue)):
+        return type(last)
+    return None
+
+
+def _is_mod_zero(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return isinstance(node.operand, ast.BinOp) and isinstance(node.operand.op, ast.Mod)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        sides = (node.left, node.comparators[0])
+        has_mod = any(isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in sides)
+        has_zero = any(isinstance(s, ast.Constant) and s.value == 0 for s in sides)
+        return has_mod and has_zero
+    return False
+
+
+def is_throttled_test(node: ast.expr) -> bool:
+    """`if step % 100 == 0:` and friends: the body runs every N steps, not every step."""
+    if _is_mod_zero(node):
+        return True
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return any(is_throttled_test(v) for v in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        name = receiver_name(node.func).lower()
+        return name.startswith(("should_log", "is_log", "should_eval", "should_save"))
+    return False

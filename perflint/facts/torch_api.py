@@ -1,0 +1,418 @@
+"""What PyTorch calls return, as far as tensor-ness goes.
+
+A table, not a type checker: it answers "does `torch.X(...)` / `t.m(...)` / `t.attr` give a
+tensor, a tuple of tensors, a module, or a plain Python value?", plus the dtype class (bool
+masks matter for indexing rules) and whether the result is 0-dim (for index / size rules).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .values import (
+    BOOL_TENSOR,
+    DEVICE,
+    DTYPE,
+    FLOAT_TENSOR,
+    INT_TENSOR,
+    LOADER,
+    LOSS_MODULE,
+    MODULE,
+    NDARRAY,
+    NONE,
+    OPTIMIZER,
+    PYTHON,
+    TENSOR,
+    TENSORS,
+    UNKNOWN,
+    Kind,
+    Value,
+    seq_of,
+    tuple_of,
+)
+
+DTYPE_CLASS = {
+    "bool": "bool",
+    "uint8": "int",
+    "int8": "int",
+    "int16": "int",
+    "short": "int",
+    "int32": "int",
+    "int": "int",
+    "int64": "int",
+    "long": "int",
+    "uint16": "int",
+    "uint32": "int",
+    "uint64": "int",
+    "float16": "float",
+    "half": "float",
+    "bfloat16": "float",
+    "float32": "float",
+    "float": "float",
+    "float64": "float",
+    "double": "float",
+    "complex64": "float",
+    "complex128": "float",
+    "cfloat": "float",
+    "cdouble": "float",
+    "float8_e4m3fn": "float",
+    "float8_e5m2": "float",
+}
+
+# torch.<name>(...) results that are not tensors.
+_TORCH_PYTHON_FUNCS = frozenset(
+    """numel is_tensor is_storage is_floating_point is_complex is_nonzero equal allclose
+    is_same_size get_default_dtype set_default_dtype set_default_device get_default_device
+    manual_seed seed initial_seed set_printoptions no_grad enable_grad inference_mode
+    set_grad_enabled is_grad_enabled is_inference_mode_enabled autocast finfo iinfo
+    get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
+    use_deterministic_algorithms are_deterministic_algorithms_enabled compile save
+    set_float32_matmul_precision get_float32_matmul_precision is_autocast_enabled typename
+    can_cast Generator Stream Event set_rng_state _assert _assert_async set_anomaly_enabled
+    is_anomaly_enabled get_device_module is_inference cond vmap func""".split()
+)
+_TORCH_SEQ_FUNCS = frozenset(
+    """split chunk unbind tensor_split hsplit vsplit dsplit meshgrid broadcast_tensors sort
+    topk kthvalue mode aminmax std_mean var_mean frexp cummax cummin lu lu_unpack qr svd
+    slogdet geqrf triangular_solve lstsq histogram histogramdd atleast_1d atleast_2d
+    atleast_3d block_diag_ split_with_sizes unsafe_split unsafe_chunk""".split()
+)
+# Reductions that give a tuple (values, indices) when a dim is given.
+_DIM_SEQ_FUNCS = frozenset({"max", "min", "median", "nanmedian"})
+_BOOL_FUNCS = frozenset(
+    """isnan isinf isfinite isneginf isposinf isreal isin isclose logical_and logical_or
+    logical_not logical_xor eq ne gt lt ge le greater less greater_equal less_equal
+    not_equal signbit any all bernoulli_""".split()
+)
+_INT_FUNCS = frozenset(
+    """argmax argmin argsort nonzero argwhere randint randint_like randperm bincount
+    searchsorted bucketize count_nonzero tril_indices triu_indices""".split()
+)
+# Full reductions: 0-dim when called without a dim.
+_REDUCTIONS = frozenset(
+    """sum mean max min amax amin prod norm std var argmax argmin all any count_nonzero
+    median nanmedian nansum nanmean logsumexp trace det dot vdot inner""".split()
+)
+_DIM_KEYWORDS = ("dim", "axis")
+
+_LINALG_SEQ = frozenset(
+    """eigh eig svd qr lu lu_factor lu_factor_ex ldl_factor ldl_factor_ex slogdet
+    inv_ex cholesky_ex solve_ex""".split()
+)
+
+# Tensor methods whose results are not tensors.
+TENSOR_PYTHON_METHODS = frozenset(
+    """item tolist dim ndimension numel nelement size stride element_size data_ptr
+    is_contiguous is_floating_point is_complex is_signed get_device is_pinned is_shared
+    is_set_to is_nonzero equal allclose is_same_size storage_offset backward
+    register_hook untyped_storage storage has_names is_coalesced dim_order
+    register_post_accumulate_grad_hook is_inference""".split()
+)
+TENSOR_SEQ_METHODS = frozenset(
+    """split chunk unbind tensor_split hsplit vsplit dsplit sort topk kthvalue mode aminmax
+    frexp cummax cummin slogdet lu qr svd eig split_with_sizes""".split()
+)
+# Methods that keep the receiver's dtype (view / copy / move operations).
+DTYPE_PRESERVING_METHODS = frozenset(
+    """view reshape permute contiguous clone detach detach_ cuda cpu squeeze unsqueeze flatten
+    expand expand_as transpose t repeat flip roll narrow select index_select gather
+    reshape_as view_as unflatten movedim moveaxis requires_grad_ pin_memory share_memory_
+    masked_select to swapaxes squeeze_ unsqueeze_ tile fliplr flipud rot90 diagonal diag
+    triu tril masked_fill masked_fill_ index_fill index_fill_ scatter scatter_ clamp
+    clamp_ clip clip_ abs abs_ neg neg_ sign T mT H mH data where resize_
+    resize_as_ coalesce to_dense to_sparse requires_grad""".split()
+)
+_FLOAT_CASTS = frozenset({"float", "double", "half", "bfloat16"})
+_INT_CASTS = frozenset({"long", "int", "short", "byte", "char"})
+
+# Tensor attributes.
+_TENSOR_PYTHON_ATTRS = frozenset(
+    """shape ndim is_cuda is_cpu is_meta is_mps is_sparse is_quantized is_leaf requires_grad
+    grad_fn layout names nbytes itemsize output_nr is_nested _version""".split()
+)
+_TENSOR_TENSOR_ATTRS = frozenset("T mT H mH data grad real imag".split())
+
+# Module methods that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    """to cuda cpu train eval half float double bfloat16 requires_grad_ apply to_empty
+    share_memory type xpu ipu mps""".split()
+)
+
+
+def _has_dim(call: ast.Call, first_positional_is_input: bool) -> bool:
+    """Whether a reduction call passes a dim (positionally or by keyword)."""
+    positional = len(call.args) - (1 if first_positional_is_input else 0)
+    if positional > 0:
+        return True
+    return any(kw.arg in _DIM_KEYWORDS for kw in call.keywords)
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def has_star_args(call: ast.Call) -> bool:
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(
+        kw.arg is None for kw in call.keywords
+    )
+
+
+def dtype_class_of(qualname: str | None) -> str | None:
+    if qualname and qualname.startswith("torch.") and qualname.count(".") == 1:
+        return DTYPE_CLASS.get(qualname[6:])
+    return None
+
+
+def _dtype_kwarg(call: ast.Call, resolve) -> str | None:
+    node = keyword(call, "dtype")
+    if node is None:
+        return None
+    return dtype_class_of(resolve(node))
+
+
+def torch_function_value(
+    qualname: str, call: ast.Call, args: list[Value], resolve
+) -> Value:
+    """The value of `torch.<...>(...)`; `resolve(expr)` gives an expression's qualified name."""
+    parts = qualname.split(".")
+    name = parts[-1]
+    if len(parts) == 2:
+        return _torch_top_level(name, call, args, resolve)
+    sub = parts[1]
+    if sub == "nn":
+        if len(parts) >= 3 and parts[2] == "functional":
+            if name in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
+                        "binary_cross_entropy_with_logits", "smooth_l1_loss", "kl_div",
+                        "huber_loss", "cosine_embedding_loss", "margin_ranking_loss"):
+                reduction = keyword(call, "reduction")
+                zero = not (isinstance(reduction, ast.Constant) and reduction.value == "none")
+                return Value(Kind.TENSOR, dtype="float", zero_dim=zero)
+            return TENSOR
+        if len(parts) >= 3 and parts[2] == "utils":
+            if name in ("clip_grad_norm_", "clip_grad_norm", "get_total_norm"):
+                return Value(Kind.TENSOR, zero_dim=True)
+            if name in ("clip_grad_value_",):
+                return NONE
+            if name in ("parameters_to_vector", "pad_sequence"):
+                return TENSOR
+            return UNKNOWN
+        if len(parts) >= 3 and parts[2] == "init":
+            return TENSOR
+        if name == "Parameter" or name == "Buffer":
+            return TENSOR
+        if name in ("ParameterList",):
+            return TENSORS
+        if name[:1].isupper():
+            return LOSS_MODULE if name.endswith("Loss") else MODULE
+        return UNKNOWN
+    if sub == "linalg":
+        if name in _LINALG_SEQ:
+            return TENSORS
+        if name in ("matrix_rank",):
+            return INT_TENSOR
+        return TENSOR
+    if sub == "fft" or sub == "special":
+        return TENSOR
+    if sub == "optim":
+        if len(parts) >= 3 and parts[2] == "lr_scheduler":
+            return Value(Kind.OBJECT)
+        if name[:1].isupper():
+            return OPTIMIZER
+        return UNKNOWN
+    if sub == "utils" and len(parts) >= 3 and parts[2] == "data":
+        if name == "DataLoader":
+            return LOADER
+        if name in ("random_split",):
+            return seq_of(Value(Kind.OBJECT))
+        if name == "default_collate":
+            return Value(Kind.BATCH, elem=TENSOR)
+        return Value(Kind.OBJECT)
+    if sub == "distributions":
+        if name[:1].isupper():
+            return Value(Kind.OBJECT)
+        return UNKNOWN
+    if sub in ("cuda", "backends", "distributed", "jit", "profiler", "hub", "onnx", "testing",
+               "random", "mps", "cpu", "xpu", "accelerator", "compiler", "export", "_dynamo",
+               "fx", "overrides", "library", "multiprocessing", "package", "quantization",
+               "ao", "amp", "autograd", "serialization", "version", "sparse", "nested",
+               "masked", "func", "signal"):
+        if sub == "amp" or (sub == "cuda" and len(parts) >= 3 and parts[2] == "amp"):
+            return Value(Kind.OBJECT)
+        if sub == "autograd" and name == "grad":
+            return TENSORS
+        if sub in ("sparse", "nested", "masked", "signal", "func"):
+            return TENSOR if name[:1].islower() else UNKNOWN
+        if sub == "distributed" and len(parts) >= 3 and parts[2] == "nn":
+            return UNKNOWN
+        return PYTHON if sub != "distributed" else UNKNOWN
+    if name in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor",
+                "DoubleTensor", "HalfTensor", "ByteTensor", "BFloat16Tensor"):
+        return TENSOR
+    return UNKNOWN
+
+
+def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> Value:
+    if name in DTYPE_CLASS and not call.args:
+        return UNKNOWN  # torch.float32(...) is not a thing; be safe
+    if name in _TORCH_PYTHON_FUNCS:
+        return PYTHON
+    if name == "device":
+        return DEVICE
+    if name in ("dtype", "result_type", "promote_types", "get_default_dtype"):
+        return DTYPE
+    if name == "Size":
+        return PYTHON
+    if name in ("Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor"):
+        return FLOAT_TENSOR if name != "Tensor" else TENSOR
+    if name in ("LongTensor", "IntTensor", "ByteTensor", "ShortTensor", "CharTensor"):
+        return INT_TENSOR
+    if name == "BoolTensor":
+        return BOOL_TENSOR
+    if name[:1].isupper():
+        return UNKNOWN
+    if name in _DIM_SEQ_FUNCS:
+        if len(call.args) >= 2 and args[1].kind is Kind.TENSOR:
+            return TENSOR  # elementwise torch.max(a, b)
+        if _has_dim(call, first_positional_is_input=True):
+            return TENSORS
+        return Value(Kind.TENSOR, zero_dim=True)
+    if name in _TORCH_SEQ_FUNCS:
+        return TENSORS
+    if name in ("unique", "unique_consecutive"):
+        if any(kw.arg in ("return_inverse", "return_counts") for kw in call.keywords):
+            return TENSORS
+        return TENSOR
+    if name == "nonzero":
+        as_tuple = keyword(call, "as_tuple")
+        if isinstance(as_tuple, ast.Constant) and as_tuple.value is True:
+            return seq_of(INT_TENSOR)
+        return INT_TENSOR
+    if name == "where" and len(call.args) == 1 and not call.keywords:
+        return seq_of(INT_TENSOR)
+    dtype = _dtype_kwarg(call, resolve)
+    if name in _BOOL_FUNCS:
+        dtype = "bool"
+    elif name in _INT_FUNCS:
+        dtype = "int"
+    elif dtype is None and name.endswith("_like") and args and args[0].kind is Kind.TENSOR:
+        if name in ("zeros_like", "ones_like", "empty_like", "full_like"):
+            dtype = args[0].dtype
+    elif dtype is None and name in ("where",) and len(args) == 3:
+        dtype = None
+    zero_dim = False
+    if name in _REDUCTIONS and not _has_dim(call, first_positional_is_input=True):
+        zero_dim = True
+    if name in ("tensor", "scalar_tensor", "as_tensor") and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, (int, float, bool)):
+            zero_dim = True
+            if dtype is None:
+                dtype = {bool: "bool", int: "int", float: "float"}[type(first.value)]
+    if name == "from_numpy" or name == "as_tensor" or name == "tensor":
+        pass
+    return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
+
+
+def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Value:
+    """The value of `t.<name>(...)` for a tensor receiver."""
+    if name in TENSOR_PYTHON_METHODS:
+        return PYTHON if name != "backward" else NONE
+    if name == "numpy":
+        return NDARRAY
+    if name in TENSOR_SEQ_METHODS:
+        return TENSORS
+    if name in _DIM_SEQ_FUNCS:
+        if _has_dim(call, first_positional_is_input=False):
+            if call.args and not any(kw.arg in _DIM_KEYWORDS for kw in call.keywords):
+                return TENSORS  # t.max(1)
+            return TENSORS
+        return Value(Kind.TENSOR, dtype=recv.dtype, zero_dim=True)
+    if name in ("unique", "unique_consecutive"):
+        if any(kw.arg in ("return_inverse", "return_counts") for kw in call.keywords):
+            return TENSORS
+        return Value(Kind.TENSOR, dtype=recv.dtype)
+    if name == "nonzero":
+        as_tuple = keyword(call, "as_tuple")
+        if isinstance(as_tuple, ast.Constant) and as_tuple.value is True:
+            return seq_of(INT_TENSOR)
+        return INT_TENSOR
+    if name == "type":
+        if not call.args and not call.keywords:
+            return PYTHON
+        return Value(Kind.TENSOR, dtype=dtype_class_of(resolve(call.args[0])) if call.args else None)
+    if name == "tolist":
+        return PYTHON
+    if name in ("bool",):
+        return Value(Kind.TENSOR, dtype="bool", zero_dim=recv.zero_dim)
+    if name in _FLOAT_CASTS:
+        return Value(Kind.TENSOR, dtype="float", zero_dim=recv.zero_dim)
+    if name in _INT_CASTS:
+        return Value(Kind.TENSOR, dtype="int", zero_dim=recv.zero_dim)
+    if name in _BOOL_FUNCS or name in ("eq_", "ne_") :
+        zero = name in ("any", "all") and not _has_dim(call, first_positional_is_input=False)
+        return Value(Kind.TENSOR, dtype="bool", zero_dim=zero)
+    if name in ("to", "type_as"):
+        dtype = None
+        for arg in list(call.args) + [kw.value for kw in call.keywords if kw.arg == "dtype"]:
+            dtype = dtype or dtype_class_of(resolve(arg))
+        preserve = recv.dtype if dtype is None and name == "to" else None
+        return Value(Kind.TENSOR, dtype=dtype or preserve, zero_dim=recv.zero_dim)
+    if name in DTYPE_PRESERVING_METHODS:
+        return Value(Kind.TENSOR, dtype=recv.dtype, zero_dim=recv.zero_dim and name != "repeat")
+    dtype = "int" if name in _INT_FUNCS else None
+    zero_dim = name in _REDUCTIONS and not _has_dim(call, first_positional_is_input=False)
+    return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
+
+
+def tensor_attribute_value(name: str, recv: Value) -> Value:
+    if name in _TENSOR_PYTHON_ATTRS:
+        return PYTHON
+    if name == "device":
+        return DEVICE
+    if name == "dtype":
+        return DTYPE
+    if name in _TENSOR_TENSOR_ATTRS:
+        return Value(Kind.TENSOR, dtype=recv.dtype if name not in ("real", "imag") else "float")
+    # Model outputs are often attribute bags (`out.logits`, `out.loss`): treat as tensors.
+    return TENSOR
+
+
+def module_method_value(name: str) -> Value:
+    if name in MODULE_SELF_METHODS:
+        return MODULE
+    if name in ("parameters", "buffers"):
+        return TENSORS
+    if name in ("named_parameters", "named_buffers"):
+        return seq_of(tuple_of((PYTHON, TENSOR)))
+    if name in ("children", "modules"):
+        return seq_of(MODULE)
+    if name in ("forward", "__call__"):
+        return TENSOR
+    if name in ("state_dict", "load_state_dict", "zero_grad", "register_buffer",
+                "register_parameter", "add_module", "register_forward_hook",
+                "register_forward_pre_hook", "extra_repr", "get_parameter", "named_modules"):
+        return PYTHON if name != "get_parameter" else TENSOR
+    return UNKNOWN
+
+
+def ndarray_method_value(name: str) -> Value:
+    if name in ("item", "tolist", "tobytes", "ndim", "size"):
+        return PYTHON
+    return NDARRAY
+
+
+__all__ = [
+    "DTYPE_CLASS",
+    "DTYPE",
+    "keyword",
+    "has_star_args",
+    "dtype_class_of",
+    "torch_function_value",
+    "tensor_method_value",
+    "tensor_attribute_value",
+    "module_method_value",
+    "ndarray_method_value",
+]

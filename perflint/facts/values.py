@@ -1,0 +1,170 @@
+"""The abstract values the analyzer tracks: "what kind of thing is this expression?".
+
+Precision depends on telling tensors from everything else, so the lattice is richer than
+tensor / not-tensor: a DataLoader yields batches, a module call yields a tensor, numpy and
+Python values are definitely not tensors, and imports are references whose qualified names
+rules match on.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Kind(enum.Enum):
+    TENSOR = "tensor"
+    BATCH = "batch"  # an element of a data loader: a tensor, a tuple or a dict of tensors
+    LOADER = "loader"  # iterating it yields batches
+    MODULE = "module"  # an nn.Module (calling it yields a tensor)
+    OPTIMIZER = "optimizer"
+    SEQ = "seq"  # a Python list/tuple/iterator; `elem` / `items` describe its contents
+    NDARRAY = "ndarray"
+    DEVICE = "device"
+    DTYPE = "dtype"
+    NONE = "none"
+    PYTHON = "python"  # any other definitely-not-a-tensor value (numbers, strings, dicts, ...)
+    REF = "ref"  # a module, function or class reference with a qualified name
+    FUNC = "func"  # a function defined in this file
+    CLASS = "class"  # a class defined in this file
+    OBJECT = "object"  # an instance of a non-module class
+    UNKNOWN = "unknown"
+
+
+NOT_TENSOR_KINDS = frozenset(
+    {
+        Kind.LOADER,
+        Kind.OPTIMIZER,
+        Kind.SEQ,
+        Kind.NDARRAY,
+        Kind.DEVICE,
+        Kind.DTYPE,
+        Kind.NONE,
+        Kind.PYTHON,
+        Kind.REF,
+        Kind.FUNC,
+        Kind.CLASS,
+        Kind.MODULE,
+        Kind.OBJECT,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Value:
+    kind: Kind
+    dtype: str | None = None  # tensors: "bool", "int" or "float" when known
+    zero_dim: bool = False  # tensors known to have no dimensions (full reductions, losses)
+    elem: Value | None = None  # SEQ / LOADER / BATCH: what iterating yields
+    items: tuple[Value, ...] | None = None  # SEQ: positional contents when known (tuples)
+    ref: str | None = None  # REF: qualified name; FUNC/CLASS/OBJECT/MODULE: local key
+    loss: bool = False  # MODULE / FUNC: a loss (calling it gives a 0-dim tensor)
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind is Kind.TENSOR
+
+    @property
+    def is_bool_tensor(self) -> bool:
+        return self.kind is Kind.TENSOR and self.dtype == "bool"
+
+    @property
+    def not_tensor(self) -> bool:
+        return self.kind in NOT_TENSOR_KINDS
+
+    @property
+    def maybe_tensor(self) -> bool:
+        """TENSOR, BATCH or UNKNOWN: worth reporting for tensor-only methods like `.item()`."""
+        return self.kind in (Kind.TENSOR, Kind.BATCH, Kind.UNKNOWN)
+
+    def with_dtype(self, dtype: str | None) -> Value:
+        return Value(Kind.TENSOR, dtype=dtype, zero_dim=self.zero_dim)
+
+
+UNKNOWN = Value(Kind.UNKNOWN)
+PYTHON = Value(Kind.PYTHON)
+NONE = Value(Kind.NONE)
+TENSOR = Value(Kind.TENSOR)
+BOOL_TENSOR = Value(Kind.TENSOR, dtype="bool")
+INT_TENSOR = Value(Kind.TENSOR, dtype="int")
+FLOAT_TENSOR = Value(Kind.TENSOR, dtype="float")
+SCALAR_TENSOR = Value(Kind.TENSOR, zero_dim=True)
+MODULE = Value(Kind.MODULE)
+LOSS_MODULE = Value(Kind.MODULE, loss=True)
+BATCH = Value(Kind.BATCH, elem=TENSOR)
+LOADER = Value(Kind.LOADER, elem=BATCH)
+NDARRAY = Value(Kind.NDARRAY)
+DEVICE = Value(Kind.DEVICE)
+DTYPE = Value(Kind.DTYPE)
+OPTIMIZER = Value(Kind.OPTIMIZER)
+TENSORS = Value(Kind.SEQ, elem=TENSOR)
+
+
+def seq_of(elem: Value) -> Value:
+    return Value(Kind.SEQ, elem=elem)
+
+
+def tuple_of(items: tuple[Value, ...]) -> Value:
+    elem = items[0] if items else UNKNOWN
+    for item in items[1:]:
+        elem = join(elem, item)
+    return Value(Kind.SEQ, elem=elem, items=items)
+
+
+def ref(qualname: str) -> Value:
+    return Value(Kind.REF, ref=qualname)
+
+
+def _join_opt(a: Value | None, b: Value | None) -> Value | None:
+    if a is None or b is None:
+        return None
+    return join(a, b)
+
+
+def join(a: Value, b: Value) -> Value:
+    """Least upper bound: what a variable holds when either value may reach it."""
+    if a is b or a == b:
+        return a
+    if a.kind is Kind.NONE:
+        return b
+    if b.kind is Kind.NONE:
+        return a
+    if a.kind is not b.kind:
+        if a.not_tensor and b.not_tensor:
+            return PYTHON
+        return UNKNOWN
+    items = None
+    if a.items is not None and b.items is not None and len(a.items) == len(b.items):
+        items = tuple(join(x, y) for x, y in zip(a.items, b.items))
+    return Value(
+        a.kind,
+        dtype=a.dtype if a.dtype == b.dtype else None,
+        zero_dim=a.zero_dim and b.zero_dim,
+        elem=_join_opt(a.elem, b.elem),
+        items=items,
+        ref=a.ref if a.ref == b.ref else None,
+        loss=a.loss and b.loss,
+    )
+
+
+def element_of(value: Value) -> Value:
+    """What `for x in value` binds to x."""
+    kind = value.kind
+    if kind is Kind.TENSOR:
+        return Value(Kind.TENSOR, dtype=value.dtype)
+    if kind in (Kind.SEQ, Kind.LOADER, Kind.BATCH):
+        return value.elem or UNKNOWN
+    if kind is Kind.MODULE:  # iterating an nn.Sequential / ModuleList yields modules
+        return MODULE
+    if kind is Kind.NDARRAY:
+        return NDARRAY
+    return UNKNOWN
+
+
+def item_of(value: Value, index: int) -> Value:
+    """What `a, b = value` binds to position `index`."""
+    if value.kind is Kind.SEQ and value.items is not None:
+        if -len(value.items) <= index < len(value.items):
+            return value.items[index]
+        return UNKNOWN
+    return element_of(value)

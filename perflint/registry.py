@@ -1,0 +1,75 @@
+"""The rule registry and selectors (`PFL201`, `PFL2`, `PFL`, `ALL`, or a rule name)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Sequence
+
+from .rule import Rule
+
+
+class SelectorError(ValueError):
+    pass
+
+
+@functools.lru_cache(maxsize=1)
+def all_rules() -> tuple[type[Rule], ...]:
+    import perflint_rules
+
+    rules = tuple(perflint_rules.RULES)
+    codes = [r.code for r in rules]
+    names = [r.name for r in rules]
+    if len(set(codes)) != len(codes) or len(set(names)) != len(names):
+        raise RuntimeError("duplicate rule code or name in perflint_rules.RULES")
+    return tuple(sorted(rules, key=lambda r: r.code))
+
+
+def rule_for(code_or_name: str) -> type[Rule] | None:
+    key = code_or_name.strip()
+    for rule in all_rules():
+        if rule.code == key.upper() or rule.name == key.lower():
+            return rule
+    return None
+
+
+def _matches(selector: str, rule: type[Rule]) -> int:
+    """Specificity with which `selector` matches `rule` (0: no match)."""
+    if selector == "ALL":
+        return 1
+    if selector.lower() == rule.name:
+        return 100
+    if rule.code.startswith(selector):
+        return 1 + len(selector)
+    return 0
+
+
+def validate_selector(selector: str) -> str:
+    cleaned = selector.strip()
+    upper = cleaned.upper()
+    if upper == "ALL":
+        return "ALL"
+    if any(rule.code.startswith(upper) for rule in all_rules()):
+        return upper
+    if any(rule.name == cleaned.lower() for rule in all_rules()):
+        return cleaned.lower()
+    raise SelectorError(f"unknown rule selector `{selector}`")
+
+
+def resolve_rules(
+    select: Sequence[str] | None,
+    extend_select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+) -> list[type[Rule]]:
+    """The enabled rules. The most specific selector wins; on a tie, `ignore` wins."""
+    positive = [validate_selector(s) for s in (select if select is not None else [])]
+    positive += [validate_selector(s) for s in extend_select]
+    negative = [validate_selector(s) for s in ignore]
+    enabled = []
+    for rule in all_rules():
+        plus = max((_matches(s, rule) for s in positive), default=0)
+        if select is None and rule.default_enabled:
+            plus = max(plus, 1)
+        minus = max((_matches(s, rule) for s in negative), default=0)
+        if plus > minus:
+            enabled.append(rule)
+    return enabled

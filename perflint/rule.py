@@ -1,0 +1,188 @@
+"""The rule base class: everything about a rule lives in its module, on one class.
+
+A rule declares its code, kebab-case name, message, docs (the class docstring, in ruff's
+sections), examples that become tests, optional fix metadata and benchmark pair, and
+`visit_<NodeType>(self, node, ctx)` methods. The engine calls those methods during its
+single walk with a `RuleContext` that answers the shared questions (is this a tensor? does
+this run every step? what does this name refer to?).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, ClassVar
+
+from .types import Applicability, FixAvailability
+
+if TYPE_CHECKING:
+    from .facts.context import RuleContext
+
+DOCS_URL = "https://github.com/perflint/perflint/blob/main/docs/rules/{name}.md"
+REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
+
+
+@dataclass(frozen=True)
+class Valid:
+    """A snippet the rule must not report."""
+
+    code: str
+    note: str = ""
+
+    def source(self) -> str:
+        return textwrap.dedent(self.code).lstrip("\n")
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A snippet the rule must report.
+
+    `count` is how many findings of this rule it must produce; `fixed` is the source after
+    applying this rule's fixes (unsafe ones too when `unsafe_fixes`), or None when no fix is
+    expected.
+    """
+
+    code: str
+    count: int = 1
+    fixed: str | None = None
+    unsafe_fixes: bool = False
+    note: str = ""
+
+    def source(self) -> str:
+        return textwrap.dedent(self.code).lstrip("\n")
+
+    def fixed_source(self) -> str | None:
+        return None if self.fixed is None else textwrap.dedent(self.fixed).lstrip("\n")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """An executable bad/good pair proving the rule's claim.
+
+    `setup` runs once with `device` (a torch.device) and `torch` in scope and defines the
+    inputs; `bad` and `good` are statement blocks that each leave their result in `result`.
+    `work` is queued before the pattern on every step so that there is GPU work to wait for.
+    """
+
+    setup: str
+    bad: str
+    good: str
+    description: str = ""
+    equal_results: bool = True  # False when the good form is only equivalent in distribution
+    compare: str = "exact"  # "exact" or "close"
+    steps: int = 50
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def snippet(self, which: str) -> str:
+        return textwrap.dedent(getattr(self, which)).strip("\n")
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    family: ClassVar[str] = "sync"
+    fix_title: ClassVar[str | None] = None
+    fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
+    # Only visit nodes that run every step; False for configuration rules (DataLoader(...)).
+    hot_only: ClassVar[bool] = True
+    default_enabled: ClassVar[bool] = True
+    # Byte strings at least one of which a file must contain for this rule to possibly fire.
+    # `None` means "any file that imports torch or mentions tensors".
+    triggers: ClassVar[tuple[bytes, ...] | None] = None
+    valid: ClassVar[list[Valid]] = []
+    invalid: ClassVar[list[Invalid]] = []
+    benchmark: ClassVar[Benchmark | None] = None
+
+    def __init__(self) -> None:
+        self.state: dict[str, object] = {}
+
+    # ----------------------------------------------------------------- metadata
+    @classmethod
+    def docs(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def doc_sections(cls) -> dict[str, str]:
+        sections: dict[str, str] = {}
+        current = None
+        lines: list[str] = []
+        for line in cls.docs().splitlines():
+            match = re.match(r"^## (.+?)\s*$", line)
+            if match:
+                if current is not None:
+                    sections[current] = "\n".join(lines).strip()
+                current, lines = match.group(1), []
+            else:
+                lines.append(line)
+        if current is not None:
+            sections[current] = "\n".join(lines).strip()
+        return sections
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first sentence of "What it does"."""
+        what = cls.doc_sections().get("What it does", "")
+        first = what.split("\n\n", 1)[0].replace("\n", " ").strip()
+        return first
+
+    @classmethod
+    def url(cls) -> str:
+        return DOCS_URL.format(name=cls.name)
+
+    @classmethod
+    def visitors(cls) -> dict[type, str]:
+        """ast node type -> method name, for every `visit_<Type>` the rule defines."""
+        found: dict[type, str] = {}
+        for attr in dir(cls):
+            if attr.startswith("visit_"):
+                node_type = getattr(ast, attr[6:], None)
+                if isinstance(node_type, type) and issubclass(node_type, ast.AST):
+                    found[node_type] = attr
+        return found
+
+    # Optional hooks the engine calls outside the walk.
+    def on_file_error(self, error: FileError) -> RawFinding | None:  # pragma: no cover - default
+        return None
+
+
+@dataclass(frozen=True)
+class FileError:
+    """Why a file could not be analyzed (syntax error, undecodable, unreadable, ...)."""
+
+    message: str
+    row: int = 1
+    column: int = 0
+
+
+@dataclass
+class RawFinding:
+    """A finding before positions are resolved: what a rule hands to the engine."""
+
+    code: str
+    message: str
+    node: ast.AST | None = None
+    span: tuple[int, int] | None = None  # character offsets, when not a node
+    fix: FixPlan | None = None
+    row: int | None = None
+    column: int | None = None
+
+
+@dataclass
+class FixPlan:
+    """A fix as the rule builds it: character-offset edits into the source text."""
+
+    applicability: Applicability
+    message: str
+    edits: list[tuple[int, int, str]]
+    imports: list[str] = field(default_factory=list)  # modules the replacement needs, e.g. "torch"
+
+
+def is_rule_class(obj: object) -> bool:
+    return inspect.isclass(obj) and issubclass(obj, Rule) and obj is not Rule and hasattr(obj, "code")
+
+
+Visitor = Callable[[ast.AST, "RuleContext"], None]

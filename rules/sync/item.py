@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import ast
+
+from perflint.facts.context import RuleContext
+from perflint.rule import Benchmark, Invalid, Rule, Valid
+
+
+class TensorItem(Rule):
+    """## What it does
+    Checks for `.item()` on a tensor in code that runs every step: the body of a loop over
+    a DataLoader or a training loop, `forward()`, a loss, or a function called from them.
+
+    ## Why is this bad?
+    `t.item()` copies one value from the GPU to the host. The copy is blocking, so the CPU
+    waits until the GPU has finished every kernel queued before it, and the GPU then sits
+    idle while the CPU prepares the next step. Calling it once per step to log the loss is
+    the most common reason a training loop cannot keep the GPU busy.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+    ```
+
+    ## Use instead
+    Keep the running value on the device and read it once, every N steps or at the end:
+    ```python
+    running_loss = torch.zeros((), device=device)
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.detach()
+    print(running_loss.item())
+    ```
+
+    ## Fix safety
+    There is no automatic fix: what replaces `.item()` depends on what the value is used for.
+
+    ## References
+    - [PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization)
+    """
+
+    code = "PFL201"
+    name = "tensor-item"
+    message = "`.item()` copies a tensor value to the host and waits for the GPU every step"
+    triggers = (b".item(",)
+    invalid = [
+        Invalid(
+            """
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                total += loss.item()
+            """
+        ),
+        Invalid(
+            """
+            import torch as T
+
+            def accuracy(logits, labels):
+                return (logits.argmax(1) == labels).float().mean().item()
+
+            for images, labels in train_loader:
+                acc = accuracy(model(images), labels)
+            """,
+            note="a helper called from the loop is hot, and data flows through its parameters",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    scale = x.abs().max().item()
+                    return x / scale
+            """
+        ),
+        Invalid(
+            """
+            import torch
+
+            for step, batch in enumerate(loader):
+                out = model(batch)
+                value = torch.Tensor.item(out.mean())
+            """,
+            note="the unbound method form",
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import numpy as np
+
+            for x, y in loader:
+                arr = np.zeros(3)
+                total += arr.item()
+            """,
+            note="numpy's .item() does not sync",
+        ),
+        Valid(
+            """
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+            print(loss.item())
+            """,
+            note="once after the loop",
+        ),
+        Valid(
+            """
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                if step % 100 == 0:
+                    print(loss.item())
+            """,
+            note="logging every N steps is the recommended pattern",
+        ),
+        Valid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = torch.ones(1).item()
+            """,
+            note="__init__ runs once",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            w = torch.randn(1024, 1024, device=device)
+            x = torch.randn(1024, 1024, device=device)
+        """,
+        bad="""
+            y = x
+            for _ in range(4):
+                y = torch.tanh(y @ w)
+            loss = y.mean()
+            total = loss.item()
+            result = total
+        """,
+        good="""
+            y = x
+            for _ in range(4):
+                y = torch.tanh(y @ w)
+            loss = y.mean()
+            total = loss.detach()
+            result = total
+        """,
+        description="log the loss with `.item()` every step vs keep it on the device",
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        if node.args and not (isinstance(node.func, ast.Attribute) and ctx.qualname(node.func)):
+            return
+        call = ctx.method_call(node, "item")
+        if call is None:
+            return
+        receiver, _ = call
+        if ctx.maybe_tensor(receiver):
+            ctx.report(node)
