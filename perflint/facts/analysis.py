@@ -34,7 +34,10 @@ from .torch_api import (
     module_method_value,
     ndarray_method_value,
     tensor_attribute_value,
+    device_of_expr,
+    tensor_method_device,
     tensor_method_value,
+    torch_call_device,
 )
 from .values import (
     BATCH,
@@ -304,7 +307,7 @@ class FileAnalysis:
         if cls is not None:
             if cls.is_autograd_function and name in ("forward", "backward"):
                 return f"autograd Function `{cls.name}.{name}`"
-            if name in HOT_METHODS and (cls.is_module or self.imports_torch):
+            if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or self.imports_torch):
                 return f"`{cls.name}.{name}` runs every step"
             if name == "__call__" and cls.is_loss:
                 return f"loss `{cls.name}.__call__`"
@@ -566,7 +569,7 @@ class _Walker:
                 return NONE if default.value is None else PYTHON
             if isinstance(default, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)):
                 return PYTHON
-        elif self._is_forward_input():
+        elif arg.annotation is None and self._is_forward_input():
             return TENSOR
         return UNKNOWN
 
@@ -982,7 +985,7 @@ class _Walker:
         if kind is Kind.TENSOR:
             return tensor_attribute_value(attr, base)
         if kind is Kind.BATCH:
-            return TENSOR
+            return base
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(base.ref) if base.ref else None
             if cls is not None:
@@ -1013,7 +1016,7 @@ class _Walker:
         index = self.ev(node.slice)
         kind = base.kind
         if kind is Kind.TENSOR:
-            return Value(Kind.TENSOR, dtype=base.dtype)
+            return Value(Kind.TENSOR, dtype=base.dtype, device=base.device)
         if kind is Kind.SEQ:
             if isinstance(node.slice, ast.Slice):
                 return base
@@ -1021,7 +1024,7 @@ class _Walker:
                 return item_of(base, node.slice.value)
             return base.elem or UNKNOWN
         if kind is Kind.BATCH:
-            return TENSOR
+            return base
         if kind is Kind.NDARRAY:
             return NDARRAY
         if kind is Kind.MODULE:
@@ -1077,10 +1080,10 @@ class _Walker:
         if isinstance(node.op, ast.Not):
             return PYTHON
         if operand.kind is Kind.TENSOR:
-            return Value(Kind.TENSOR, dtype=operand.dtype, zero_dim=operand.zero_dim)
+            return Value(Kind.TENSOR, dtype=operand.dtype, zero_dim=operand.zero_dim, device=operand.device)
         if operand.kind in (Kind.PYTHON, Kind.NDARRAY):
             return operand
-        return UNKNOWN if operand.kind is not Kind.BATCH else TENSOR
+        return UNKNOWN if operand.kind is not Kind.BATCH else Value(Kind.TENSOR, device=operand.device)
 
     def ev_BinOp(self, node: ast.BinOp) -> Value:
         left = self.ev(node.left)
@@ -1101,7 +1104,7 @@ class _Walker:
             else:
                 dtype = left.dtype if left.dtype == right.dtype else None
             zero_dim = (left.zero_dim or lk is Kind.PYTHON) and (right.zero_dim or rk is Kind.PYTHON)
-            return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
+            return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim, device=merged_device((left, right)))
         if lk is Kind.NDARRAY or rk is Kind.NDARRAY:
             return NDARRAY
         if lk is Kind.PYTHON and rk is Kind.PYTHON:
@@ -1119,13 +1122,13 @@ class _Walker:
             if any(isinstance(c, ast.Constant) and c.value is None for c in [node.left, *node.comparators]):
                 return PYTHON
             zero = all(v.zero_dim or v.kind is Kind.PYTHON for v in values)
-            return Value(Kind.TENSOR, dtype="bool", zero_dim=zero)
+            return Value(Kind.TENSOR, dtype="bool", zero_dim=zero, device=merged_device(values))
         if any(v.kind is Kind.NDARRAY for v in values):
             return NDARRAY
         if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF) for v in values):
             return PYTHON
         if any(v.kind is Kind.BATCH for v in values):
-            return Value(Kind.TENSOR, dtype="bool")
+            return Value(Kind.TENSOR, dtype="bool", device=merged_device(values))
         return UNKNOWN
 
     def ev_BoolOp(self, node: ast.BoolOp) -> Value:
@@ -1231,19 +1234,19 @@ class _Walker:
         elif name == "step" and (kind is Kind.OPTIMIZER or is_optimizer_step_receiver(func.value)):
             self._mark_step()
         if kind is Kind.TENSOR:
-            return tensor_method_value(name, node, recv, self.qualname)
+            return self._tensor_method(name, node, recv)
         if kind is Kind.BATCH:
             if name in ("to", "cuda", "cpu", "pin_memory", "float", "half", "bfloat16"):
-                return recv
+                return recv.with_device(tensor_method_device(name, node, recv, self.qualname, self.value))
             if name == "items":
-                return seq_of(tuple_of((PYTHON, TENSOR)))
+                return seq_of(tuple_of((PYTHON, recv)))
             if name == "values":
-                return TENSORS
+                return seq_of(recv)
             if name == "keys":
                 return seq_of(PYTHON)
             if name in ("get", "pop"):
-                return TENSOR
-            return tensor_method_value(name, node, TENSOR, self.qualname)
+                return recv
+            return self._tensor_method(name, node, Value(Kind.TENSOR, device=recv.device))
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(recv.ref) if recv.ref else None
             if cls is not None:
@@ -1279,12 +1282,18 @@ class _Walker:
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
                 self.env[func.value.id] = TENSOR
-            return tensor_method_value(name, node, TENSOR, self.qualname)
+            return self._tensor_method(name, node, TENSOR)
         if name == "to":
-            return tensor_method_value(name, node, TENSOR, self.qualname)
+            return self._tensor_method(name, node, TENSOR)
         if name == "tolist":
             return PYTHON
         return self._call_hinted(name)
+
+    def _tensor_method(self, name: str, node: ast.Call, recv: Value) -> Value:
+        value = tensor_method_value(name, node, recv, self.qualname)
+        if value.kind is Kind.TENSOR:
+            return value.with_device(tensor_method_device(name, node, recv, self.qualname, self.value))
+        return value
 
     def _call_hinted(self, name: str) -> Value:
         """`trainer.model(x)`, `self.criterion(out, y)`: the attribute's name says it is a module."""
@@ -1353,8 +1362,19 @@ class _Walker:
             if qualname == "builtins.next":
                 self._mark_step()
         value = external_call_value(qualname, node, args, self.qualname)
-        if value.kind is Kind.MODULE and value.loss is False and qualname.startswith("torch.nn."):
-            return value
+        if qualname.startswith("torch."):
+            if value.kind is Kind.TENSOR:
+                if qualname.startswith("torch.Tensor.") and args:
+                    device = tensor_method_device(qualname.rsplit(".", 1)[1], node, args[0], self.qualname, self.value)
+                elif qualname.count(".") == 1:
+                    device = torch_call_device(qualname[6:], node, args, self.qualname, self.value)
+                else:
+                    device = merged_device(args)
+                value = value.with_device(device)
+            elif value.kind is Kind.LOADER:
+                value = Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True, device="cpu"))
+            elif value.kind is Kind.DEVICE and node.args:
+                value = value.with_device(device_of_expr(node.args[0], self.qualname, self.value))
         return value
 
     def _local_function(self, name: str | None) -> FunctionInfo | None:
@@ -1404,12 +1424,28 @@ class _Walker:
         return binding
 
 
+def merged_device(values: Iterable[Value]) -> str | None:
+    """The device of an elementwise result: known only when every tensor operand agrees."""
+    device: str | None = None
+    seen = False
+    for value in values:
+        if value.kind in (Kind.TENSOR, Kind.BATCH):
+            if value.device is None:
+                return None
+            if seen and value.device != device:
+                return None
+            device, seen = value.device, True
+        elif value.kind is Kind.UNKNOWN:
+            return None
+    return device
+
+
 def _is_data(iterable: Value, elem: Value) -> bool:
     """Does iterating this yield batches of data (a DataLoader, `enumerate(loader)`, ...)?"""
-    if iterable.kind is Kind.LOADER or elem.kind is Kind.BATCH:
+    if iterable.kind is Kind.LOADER or elem.data:
         return True
     if elem.kind is Kind.SEQ and elem.items is not None:
-        return any(item.kind is Kind.BATCH for item in elem.items)
+        return any(item.data for item in elem.items)
     return False
 
 

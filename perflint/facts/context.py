@@ -60,21 +60,26 @@ class RuleContext:
         assert self._walker is not None
         return self._walker.qualname(node)
 
+    # The tensor questions below are about tensors that may live on an accelerator: a tensor
+    # known to be in host memory (made by a factory without `device=`, or moved with
+    # `.cpu()`) never makes the host wait for a GPU.
     def is_tensor(self, node: ast.expr) -> bool:
-        return self.value(node).kind is Kind.TENSOR
+        value = self.value(node)
+        return value.kind is Kind.TENSOR and not value.on_cpu
 
     def is_bool_tensor(self, node: ast.expr) -> bool:
-        return self.value(node).is_bool_tensor
+        value = self.value(node)
+        return value.is_bool_tensor and not value.on_cpu
 
     def maybe_tensor(self, node: ast.expr) -> bool:
-        """TENSOR, or a value we cannot classify in a file that uses torch.
+        """A tensor (or a batch), or a value we cannot classify in a file that uses torch.
 
         For tensor-only methods (`.item()`, `.cpu()`): numpy and Python values are known to
         the analyzer, so an unknown receiver in a torch file is most likely a tensor.
         """
         value = self.value(node)
         if value.kind is Kind.TENSOR or value.kind is Kind.BATCH:
-            return True
+            return not value.on_cpu
         return value.kind is Kind.UNKNOWN and self.imports_torch
 
     def call_name(self, call: ast.Call) -> str | None:
@@ -129,3 +134,14 @@ class RuleContext:
 
     def insert_at(self, offset: int, text: str) -> tuple[int, int, str]:
         return (offset, offset, text)
+
+    def rewrite(self, node: ast.AST, transform) -> tuple[int, int, str]:
+        """An edit that rewrites `node`'s source with a libcst transform, keeping formatting.
+
+        `transform` receives the libcst expression for the node's text and returns the new
+        one; raises `perflint.rewrite.RewriteError` when the text cannot be parsed.
+        """
+        from ..rewrite import rewrite_expression
+
+        start, end = self.offsets(node)
+        return (start, end, rewrite_expression(self.source.text[start:end], transform))

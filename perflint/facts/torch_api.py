@@ -368,16 +368,17 @@ def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Valu
 
 
 def tensor_attribute_value(name: str, recv: Value) -> Value:
-    if name in _TENSOR_PYTHON_ATTRS:
+    if name in _TENSOR_PYTHON_ATTRS or name.startswith(("is_", "has_")):
         return PYTHON
     if name == "device":
         return DEVICE
     if name == "dtype":
         return DTYPE
     if name in _TENSOR_TENSOR_ATTRS:
-        return Value(Kind.TENSOR, dtype=recv.dtype if name not in ("real", "imag") else "float")
+        dtype = recv.dtype if name not in ("real", "imag") else "float"
+        return Value(Kind.TENSOR, dtype=dtype, device=recv.device)
     # Model outputs are often attribute bags (`out.logits`, `out.loss`): treat as tensors.
-    return TENSOR
+    return Value(Kind.TENSOR, device=recv.device)
 
 
 def module_method_value(name: str) -> Value:
@@ -416,3 +417,83 @@ __all__ = [
     "module_method_value",
     "ndarray_method_value",
 ]
+
+
+# --------------------------------------------------------------------------- devices
+# Factories put their result on the CPU unless told otherwise (`device=`), so a value made
+# by one and never moved cannot make the host wait for a GPU.
+FACTORIES = frozenset(
+    """tensor as_tensor from_numpy zeros ones empty full rand randn randint randperm arange
+    linspace logspace eye scalar_tensor empty_strided tril_indices triu_indices complex
+    polar frombuffer asarray zeros_like ones_like empty_like full_like rand_like randn_like
+    randint_like""".split()
+)
+_ACCELERATORS = ("cuda", "mps", "xpu", "xla", "hpu", "npu", "privateuseone")
+
+
+def classify_device(text: str) -> str | None:
+    text = text.strip().lower()
+    if text.startswith("cpu"):
+        return "cpu"
+    if text.startswith(_ACCELERATORS):
+        return "accel"
+    return None
+
+
+def device_of_expr(node: ast.expr | None, resolve, value_of) -> str | None:
+    """Where `device=<node>` / `.to(<node>)` puts a tensor, when it can be told."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant):
+        return classify_device(node.value) if isinstance(node.value, str) else None
+    if isinstance(node, ast.Call) and resolve(node.func) == "torch.device" and node.args:
+        return device_of_expr(node.args[0], resolve, value_of)
+    value = value_of(node)
+    if value.kind is Kind.DEVICE:
+        return value.device
+    if value.kind is Kind.TENSOR:  # .to(other_tensor)
+        return value.device
+    return None
+
+
+def _common_device(values: list[Value]) -> str | None:
+    devices = {v.device for v in values if v.kind is Kind.TENSOR}
+    return devices.pop() if len(devices) == 1 else None
+
+
+def torch_call_device(name: str, call: ast.Call, args: list[Value], resolve, value_of) -> str | None:
+    """Device of the tensor `torch.<name>(...)` returns."""
+    explicit = keyword(call, "device")
+    if explicit is not None:
+        return device_of_expr(explicit, resolve, value_of)
+    if name == "from_numpy" or name == "frombuffer":
+        return "cpu"
+    if name.endswith("_like"):
+        return args[0].device if args and args[0].kind is Kind.TENSOR else None
+    if name in ("as_tensor", "asarray") and args and args[0].kind is Kind.TENSOR:
+        return args[0].device
+    if name in FACTORIES:
+        if name == "tensor" and any(a.kind is Kind.TENSOR and not a.on_cpu for a in args):
+            return None
+        return "cpu"
+    return _common_device(args)
+
+
+def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_of) -> str | None:
+    """Device of the tensor `t.<name>(...)` returns."""
+    if name == "cpu" or name == "pin_memory":
+        return "cpu"
+    if name == "cuda":
+        return "accel"
+    if name == "to":
+        explicit = keyword(call, "device")
+        if explicit is not None:
+            return device_of_expr(explicit, resolve, value_of)
+        for arg in call.args:
+            if dtype_class_of(resolve(arg)) is not None:
+                continue
+            return device_of_expr(arg, resolve, value_of)
+        return recv.device
+    if name in ("type_as",):
+        return None
+    return recv.device

@@ -9,7 +9,7 @@ rules match on.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class Kind(enum.Enum):
@@ -59,6 +59,13 @@ class Value:
     items: tuple[Value, ...] | None = None  # SEQ: positional contents when known (tuples)
     ref: str | None = None  # REF: qualified name; FUNC/CLASS/OBJECT/MODULE: local key
     loss: bool = False  # MODULE / FUNC: a loss (calling it gives a 0-dim tensor)
+    device: str | None = None  # TENSOR / BATCH: "cpu" or "accel" when known; DEVICE: the same
+    data: bool = False  # BATCH: yielded by a data loader (iterating those makes a data loop)
+
+    @property
+    def on_cpu(self) -> bool:
+        """Known to live in host memory: reading it never waits for a GPU."""
+        return self.device == "cpu"
 
     @property
     def is_tensor(self) -> bool:
@@ -77,8 +84,10 @@ class Value:
         """TENSOR, BATCH or UNKNOWN: worth reporting for tensor-only methods like `.item()`."""
         return self.kind in (Kind.TENSOR, Kind.BATCH, Kind.UNKNOWN)
 
-    def with_dtype(self, dtype: str | None) -> Value:
-        return Value(Kind.TENSOR, dtype=dtype, zero_dim=self.zero_dim)
+    def with_device(self, device: str | None) -> Value:
+        if device == self.device:
+            return self
+        return replace(self, device=device)
 
 
 UNKNOWN = Value(Kind.UNKNOWN)
@@ -91,8 +100,8 @@ FLOAT_TENSOR = Value(Kind.TENSOR, dtype="float")
 SCALAR_TENSOR = Value(Kind.TENSOR, zero_dim=True)
 MODULE = Value(Kind.MODULE)
 LOSS_MODULE = Value(Kind.MODULE, loss=True)
-BATCH = Value(Kind.BATCH, elem=TENSOR)
-LOADER = Value(Kind.LOADER, elem=BATCH)
+BATCH = Value(Kind.BATCH)  # a tensor, or a tuple / dict of them: unpacking gives batches again
+LOADER = Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True))
 NDARRAY = Value(Kind.NDARRAY)
 DEVICE = Value(Kind.DEVICE)
 DTYPE = Value(Kind.DTYPE)
@@ -132,6 +141,11 @@ def join(a: Value, b: Value) -> Value:
     if a.kind is not b.kind:
         if a.not_tensor and b.not_tensor:
             return PYTHON
+        # A tensor on one path and "no idea" on the other is most likely a tensor (an
+        # Optional[Tensor] parameter re-read from a dict, say); a non-tensor on either
+        # path makes it unknown.
+        if {a.kind, b.kind} == {Kind.TENSOR, Kind.UNKNOWN}:
+            return Value(Kind.TENSOR)
         return UNKNOWN
     items = None
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
@@ -144,6 +158,8 @@ def join(a: Value, b: Value) -> Value:
         items=items,
         ref=a.ref if a.ref == b.ref else None,
         loss=a.loss and b.loss,
+        device=a.device if a.device == b.device else None,
+        data=a.data and b.data,
     )
 
 
@@ -151,8 +167,10 @@ def element_of(value: Value) -> Value:
     """What `for x in value` binds to x."""
     kind = value.kind
     if kind is Kind.TENSOR:
-        return Value(Kind.TENSOR, dtype=value.dtype)
-    if kind in (Kind.SEQ, Kind.LOADER, Kind.BATCH):
+        return Value(Kind.TENSOR, dtype=value.dtype, device=value.device)
+    if kind is Kind.BATCH:
+        return value
+    if kind in (Kind.SEQ, Kind.LOADER):
         return value.elem or UNKNOWN
     if kind is Kind.MODULE:  # iterating an nn.Sequential / ModuleList yields modules
         return MODULE
