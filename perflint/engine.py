@@ -108,20 +108,22 @@ class Linter:
     def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding]) -> list[Diagnostic]:
         suppressions = parse_suppressions(source.text)
         by_code = {r.code: r for r in self.rule_classes}
-        seen: set[tuple] = set()
-        out: list[Diagnostic] = []
+        # One finding per (code, span); when a rule reports the same span twice (once from
+        # the node itself, once from an enclosing construct that knows a fix), keep the fix.
+        unique: dict[tuple, Diagnostic] = {}
         for finding in findings:
             rule = by_code.get(finding.code)
             if rule is None:
                 continue
             diagnostic = self._to_diagnostic(source, rule, finding)
             key = (diagnostic.code, diagnostic.location, diagnostic.end_location)
-            if key in seen:
-                continue
-            seen.add(key)
-            if suppressions.suppresses(diagnostic.code, diagnostic.noqa_row or diagnostic.location.row):
-                continue
-            out.append(diagnostic)
+            previous = unique.get(key)
+            if previous is None or _fix_rank(diagnostic) > _fix_rank(previous):
+                unique[key] = diagnostic
+        out = [
+            d for d in unique.values()
+            if not suppressions.suppresses(d.code, d.noqa_row or d.location.row)
+        ]
         out.sort(key=Diagnostic.sort_key)
         return out
 
@@ -171,6 +173,10 @@ class Linter:
                 )
             )
         return result
+
+
+def _fix_rank(diagnostic: Diagnostic) -> int:
+    return -1 if diagnostic.fix is None else diagnostic.fix.applicability.rank
 
 
 def _describe(exc: BaseException) -> str:

@@ -4,6 +4,7 @@ import ast
 
 from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
+from perflint.types import Applicability, FixAvailability
 
 
 class TensorItem(Rule):
@@ -39,7 +40,11 @@ class TensorItem(Rule):
     ```
 
     ## Fix safety
-    There is no automatic fix: what replaces `.item()` depends on what the value is used for.
+    One use has a fix: counting a boolean mask, `m.sum().item()`, becomes `m.sum()`, the same
+    count as a 0-dim tensor that stays on the device (`correct += (pred == y).sum()`). It is
+    unsafe because the result is a tensor instead of a Python `int`: code that needs an `int`
+    (`range(n)`, formatting with `:d`, JSON) fails or syncs there instead. Other uses have no
+    automatic fix: what replaces `.item()` depends on what the value is used for.
 
     ## References
     - [PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization)
@@ -47,6 +52,7 @@ class TensorItem(Rule):
 
     code = "PFL201"
     name = "tensor-item"
+    fix_availability = FixAvailability.SOMETIMES
     message = "`.item()` copies a tensor value to the host and waits for the GPU every step"
     triggers = (b".item(",)
     invalid = [
@@ -88,6 +94,20 @@ class TensorItem(Rule):
                 value = torch.Tensor.item(out.mean())
             """,
             note="the unbound method form",
+        ),
+        Invalid(
+            """
+            for x, y in loader:
+                pred = model(x).argmax(1)
+                correct += (pred == y).sum().item()
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            for x, y in loader:
+                pred = model(x).argmax(1)
+                correct += (pred == y).sum()
+            """,
+            note="counting a mask",
         ),
     ]
     valid = [
@@ -163,4 +183,15 @@ class TensorItem(Rule):
             return
         receiver, _ = call
         if ctx.maybe_tensor(receiver):
-            ctx.report(node)
+            ctx.report(node, fix=self._count_fix(node, receiver, ctx))
+
+    def _count_fix(self, node: ast.Call, receiver: ast.expr, ctx: RuleContext):
+        """`mask.sum().item()` -> `mask.sum()`: a count that stays on the device."""
+        if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                and receiver.func.attr == "sum" and not receiver.args and not receiver.keywords
+                and isinstance(node.func, ast.Attribute) and node.func.value is receiver):
+            return None
+        if not ctx.is_bool_tensor(receiver.func.value):
+            return None
+        return ctx.fix(Applicability.UNSAFE, "Keep the count on the device",
+                       [ctx.replace(node, ctx.text(receiver))])
