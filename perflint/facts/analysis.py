@@ -1098,9 +1098,10 @@ class _Walker:
         lk, rk = left.kind, right.kind
         if lk is Kind.TENSOR or rk is Kind.TENSOR or lk is Kind.BATCH or rk is Kind.BATCH:
             if isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
-                dtype = "bool" if left.dtype == "bool" and right.dtype in ("bool", None) and (rk is Kind.TENSOR or right.kind is Kind.PYTHON) else None
-                if left.dtype == "bool" and right.dtype == "bool":
-                    dtype = "bool"
+                # Combining a mask with something: a mask, unless the other side is known
+                # to hold another dtype.
+                dtypes = {left.dtype, right.dtype}
+                dtype = "bool" if "bool" in dtypes and dtypes <= {"bool", None} else None
             else:
                 dtype = left.dtype if left.dtype == right.dtype else None
             zero_dim = (left.zero_dim or lk is Kind.PYTHON) and (right.zero_dim or rk is Kind.PYTHON)
@@ -1249,6 +1250,8 @@ class _Walker:
             return self._tensor_method(name, node, Value(Kind.TENSOR, device=recv.device))
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(recv.ref) if recv.ref else None
+            if name in ("register_buffer", "register_parameter") and cls is not None:
+                self._register_attribute(cls, node, args)
             if cls is not None:
                 method = cls.lookup_method(name)
                 if method is not None:
@@ -1302,6 +1305,16 @@ class _Walker:
             self._mark_step()
             return Value(Kind.TENSOR, zero_dim=hint.loss)
         return UNKNOWN
+
+    def _register_attribute(self, cls: ClassInfo, node: ast.Call, args: list[Value]) -> None:
+        """`self.register_buffer("name", t)` makes `self.name` a tensor."""
+        if self.mode != SUMMARY or not node.args:
+            return
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            value = args[1] if len(args) > 1 and args[1].kind is Kind.TENSOR else TENSOR
+            # Buffers and parameters move with the module (`model.cuda()`): device unknown.
+            self._set_attr(cls, first.value, value.with_device(None))
 
     def _seq_method(self, func: ast.Attribute, recv: Value, name: str, args: list[Value]) -> Value:
         if name in ("append", "extend", "insert") and args and isinstance(func.value, ast.Name):

@@ -33,7 +33,7 @@ _SEQ_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "rever
 _NOT_TENSOR_MODULES = (
     "math.", "random.", "time.", "os.", "sys.", "json.", "logging.", "warnings.", "re.",
     "pathlib.", "collections.", "itertools.count", "functools.", "copy.deepcopy",
-    "pandas.", "PIL.", "cv2.", "yaml.", "pickle.", "argparse.", "datetime.", "string.",
+    "PIL.", "cv2.", "yaml.", "pickle.", "argparse.", "datetime.", "string.",
     "typing.", "dataclasses.", "inspect.", "subprocess.", "shutil.", "glob.",
 )
 _TENSOR_LIBRARIES = ("torchvision.ops.", "einops.", "torch_scatter.", "kornia.", "torchaudio.functional.")
@@ -95,8 +95,8 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
             method = qualname.split(".", 2)[2]
             return tensor_method_value(method, call, args[0], resolve)
         return torch_function_value(qualname, call, args, resolve)
-    if qualname.startswith("numpy."):
-        return NDARRAY
+    if qualname.startswith(("numpy.", "pandas.", "scipy.", "sklearn.", "cupy.")):
+        return NDARRAY  # array libraries: nothing derived from their values is a torch tensor
     if qualname in _WRAPPERS:
         return args[0] if args else UNKNOWN
     if qualname.startswith(_NOT_TENSOR_MODULES):
