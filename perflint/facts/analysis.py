@@ -929,7 +929,7 @@ class _Walker:
             base = self.ev(target.value)
             if value.kind is Kind.UNKNOWN:
                 hint = hint_for_name(target.attr)
-                if hint is not None:
+                if hint is not None and hint.kind is not Kind.TENSOR:  # `self.loss = cfg.loss` is a name
                     value = hint
             if self.mode == SUMMARY and base.ref is not None and base.kind in (Kind.MODULE, Kind.OBJECT):
                 cls = self.file.classes.get(base.ref)
@@ -1118,6 +1118,9 @@ class _Walker:
         values = [self.ev(node.left)] + [self.ev(c) for c in node.comparators]
         if any(isinstance(op, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for op in node.ops):
             return PYTHON
+        if any(isinstance(c, ast.Constant) and isinstance(c.value, (str, bytes))
+               for c in (node.left, *node.comparators)):
+            return PYTHON  # `self.loss == "mse"`: tensors are never compared with strings
         tensors = [v for v in values if v.kind is Kind.TENSOR]
         if tensors:
             if any(isinstance(c, ast.Constant) and c.value is None for c in [node.left, *node.comparators]):
@@ -1438,7 +1441,11 @@ class _Walker:
 
 
 def merged_device(values: Iterable[Value]) -> str | None:
-    """The device of an elementwise result: known only when every tensor operand agrees."""
+    """The device of an elementwise result: known only when every tensor operand agrees.
+
+    Unknown operands are taken to be Python numbers (hyperparameters such as
+    `self.layerdrop`): the usual case next to a known tensor.
+    """
     device: str | None = None
     seen = False
     for value in values:
@@ -1448,8 +1455,6 @@ def merged_device(values: Iterable[Value]) -> str | None:
             if seen and value.device != device:
                 return None
             device, seen = value.device, True
-        elif value.kind is Kind.UNKNOWN:
-            return None
     return device
 
 
