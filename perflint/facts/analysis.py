@@ -1002,13 +1002,13 @@ class _Walker:
                     return DEVICE
                 if attr in ("weight", "bias"):
                     return TENSOR
-            return hint_for_name(attr) or UNKNOWN
+            return _attribute_hint(attr)
         if kind is Kind.NDARRAY:
             return PYTHON if attr in ("shape", "ndim", "size", "dtype") else NDARRAY
         if kind in (Kind.PYTHON, Kind.DEVICE, Kind.DTYPE, Kind.OPTIMIZER, Kind.NONE):
             return PYTHON
         if kind is Kind.UNKNOWN:
-            return hint_for_name(attr) or UNKNOWN
+            return _attribute_hint(attr)
         return UNKNOWN
 
     def ev_Subscript(self, node: ast.Subscript) -> Value:
@@ -1438,6 +1438,13 @@ class _Walker:
             if key is not None:
                 binding[key] = value
         return binding
+
+
+def _attribute_hint(attr: str) -> Value:
+    """What `obj.<attr>` holds by its name alone: modules, loaders, devices... but never
+    "a tensor" (`self.config.auxiliary_loss` is a flag, not a loss)."""
+    hint = hint_for_name(attr)
+    return hint if hint is not None and hint.kind is not Kind.TENSOR else UNKNOWN
 
 
 def merged_device(values: Iterable[Value]) -> str | None:
