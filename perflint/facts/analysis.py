@@ -28,6 +28,7 @@ from .hotness import (
     is_optimizer_step_receiver,
     is_throttled_test,
     terminates,
+    tracing_polarity,
 )
 from .torch_api import (
     dtype_class_of,
@@ -35,6 +36,7 @@ from .torch_api import (
     ndarray_method_value,
     tensor_attribute_value,
     device_of_expr,
+    is_tensor_attribute,
     tensor_method_device,
     tensor_method_value,
     torch_call_device,
@@ -691,9 +693,10 @@ class _Walker:
         self.ev(node.test)
         self._dispatch(node)
         hot = self.hot
+        body_tracing, else_tracing = tracing_polarity(node.test, self.qualname)
         body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
-        body_hot = body_hot and not self._leaves_hot_region(node.body)
-        else_hot = hot and not self._leaves_hot_region(node.orelse)
+        body_hot = body_hot and not self._leaves_hot_region(node.body) and not body_tracing
+        else_hot = hot and not self._leaves_hot_region(node.orelse) and not else_tracing
         before = self.env
         self.env = dict(before)
         self.hot = body_hot
@@ -704,7 +707,10 @@ class _Walker:
         self.body(node.orelse)
         after_else = self.env
         self.hot = hot
-        self.env = self._merge_branches([(node.body, after_body), (node.orelse, after_else)], before)
+        # A branch that only runs while tracing / compiling does not reach eager code.
+        branches = [(node.body, after_body, body_tracing), (node.orelse, after_else, else_tracing)]
+        live = [(stmts, env) for stmts, env, tracing in branches if not tracing]
+        self.env = self._merge_branches(live, before)
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
@@ -985,6 +991,8 @@ class _Walker:
         if kind is Kind.TENSOR:
             return tensor_attribute_value(attr, base)
         if kind is Kind.BATCH:
+            if is_tensor_attribute(attr):  # `batch.shape`: the batch is a tensor
+                return tensor_attribute_value(attr, Value(Kind.TENSOR, device=base.device))
             return base
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(base.ref) if base.ref else None
@@ -1121,6 +1129,9 @@ class _Walker:
         if any(isinstance(c, ast.Constant) and isinstance(c.value, (str, bytes))
                for c in (node.left, *node.comparators)):
             return PYTHON  # `self.loss == "mse"`: tensors are never compared with strings
+        if any(v.kind in (Kind.DTYPE, Kind.DEVICE) or (v.kind is Kind.REF and dtype_class_of(v.ref))
+               for v in values):
+            return PYTHON  # `x.dtype == torch.float16`
         tensors = [v for v in values if v.kind is Kind.TENSOR]
         if tensors:
             if any(isinstance(c, ast.Constant) and c.value is None for c in [node.left, *node.comparators]):
@@ -1144,7 +1155,18 @@ class _Walker:
 
     def ev_IfExp(self, node: ast.IfExp) -> Value:
         self.ev(node.test)
-        return join(self.ev(node.body), self.ev(node.orelse))
+        body_tracing, else_tracing = tracing_polarity(node.test, self.qualname)
+        hot = self.hot
+        self.hot = hot and not body_tracing
+        body = self.ev(node.body)
+        self.hot = hot and not else_tracing
+        orelse = self.ev(node.orelse)
+        self.hot = hot
+        if body_tracing:
+            return orelse
+        if else_tracing:
+            return body
+        return join(body, orelse)
 
     def ev_NamedExpr(self, node: ast.NamedExpr) -> Value:
         value = self.ev(node.value)

@@ -81,3 +81,29 @@ def is_throttled_test(node: ast.expr) -> bool:
         name = receiver_name(node.func).lower()
         return name.startswith(("should_log", "is_log", "should_eval", "should_save"))
     return False
+
+
+# Checks that are only true while tracing, scripting, compiling or exporting: code guarded by
+# them does not run in eager training or inference.
+_TRACING_CHECKS = frozenset(
+    {"is_tracing", "is_scripting", "is_compiling", "is_dynamo_compiling", "is_in_onnx_export",
+     "is_torchdynamo_compiling", "is_exporting", "is_fx_tracing", "is_tracing_or_compiling"}
+)
+
+
+def tracing_polarity(test: ast.expr, qualname) -> tuple[bool, bool]:
+    """(body only runs while tracing, else-branch only runs while tracing) for an `if` test."""
+    if isinstance(test, ast.Call) and not test.args:
+        name = qualname(test.func) or receiver_name(test.func)
+        if name and name.rsplit(".", 1)[-1] in _TRACING_CHECKS:
+            return True, False
+        return False, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        body, orelse = tracing_polarity(test.operand, qualname)
+        return orelse, body
+    if isinstance(test, ast.BoolOp):
+        parts = [tracing_polarity(v, qualname) for v in test.values]
+        if isinstance(test.op, ast.Or):
+            return all(p[0] for p in parts), any(p[1] for p in parts)
+        return any(p[0] for p in parts), all(p[1] for p in parts)
+    return False, False

@@ -71,6 +71,8 @@ _TORCH_PYTHON_FUNCS = frozenset(
     can_cast Generator Stream Event set_rng_state _assert _assert_async set_anomaly_enabled
     is_anomaly_enabled get_device_module is_inference cond vmap func""".split()
 )
+# torch.get_autocast_dtype(), torch.is_grad_enabled(), torch.set_default_dtype(...), ...
+_PYTHON_PREFIXES = ("get_", "is_", "set_", "are_", "use_", "has_")
 _TORCH_SEQ_FUNCS = frozenset(
     """split chunk unbind tensor_split hsplit vsplit dsplit meshgrid broadcast_tensors sort
     topk kthvalue mode aminmax std_mean var_mean frexp cummax cummin lu lu_unpack qr svd
@@ -257,7 +259,7 @@ def torch_function_value(
 def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> Value:
     if name in DTYPE_CLASS and not call.args:
         return UNKNOWN  # torch.float32(...) is not a thing; be safe
-    if name in _TORCH_PYTHON_FUNCS:
+    if name in _TORCH_PYTHON_FUNCS or name.startswith(_PYTHON_PREFIXES):
         return PYTHON
     if name == "device":
         return DEVICE
@@ -367,6 +369,12 @@ def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Valu
     return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
 
 
+def is_tensor_attribute(name: str) -> bool:
+    """A documented attribute of every tensor (`shape`, `dtype`, `T`, `is_cuda`, ...)."""
+    return (name in _TENSOR_PYTHON_ATTRS or name in _TENSOR_TENSOR_ATTRS
+            or name in ("device", "dtype") or name.startswith(("is_", "has_")))
+
+
 def tensor_attribute_value(name: str, recv: Value) -> Value:
     if name in _TENSOR_PYTHON_ATTRS or name.startswith(("is_", "has_")):
         return PYTHON
@@ -377,8 +385,10 @@ def tensor_attribute_value(name: str, recv: Value) -> Value:
     if name in _TENSOR_TENSOR_ATTRS:
         dtype = recv.dtype if name not in ("real", "imag") else "float"
         return Value(Kind.TENSOR, dtype=dtype, device=recv.device)
-    # Model outputs are often attribute bags (`out.logits`, `out.loss`): treat as tensors.
-    return Value(Kind.TENSOR, device=recv.device)
+    # Model outputs are attribute bags: `out.logits` is a tensor, `out.hidden_states` a tuple
+    # of them. A batch is "a tensor or a structure of tensors": tensor-only methods on it are
+    # reported, truth tests are not.
+    return Value(Kind.BATCH, device=recv.device)
 
 
 def module_method_value(name: str) -> Value:
