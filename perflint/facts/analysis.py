@@ -694,6 +694,10 @@ class _Walker:
         self._dispatch(node)
         hot = self.hot
         body_tracing, else_tracing = tracing_polarity(node.test, self.qualname)
+        if isinstance(node.test, ast.Constant):  # `if 0:` / `if False:` is dead code
+            body_tracing, else_tracing = not node.test.value, bool(node.test.value)
+        elif isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            body_tracing = True
         body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
         body_hot = body_hot and not self._leaves_hot_region(node.body) and not body_tracing
         else_hot = hot and not self._leaves_hot_region(node.orelse) and not else_tracing
