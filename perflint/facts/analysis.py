@@ -24,12 +24,15 @@ from .hints import hint_for_name
 from .hotness import (
     COLD_METHODS,
     HOT_METHODS,
+    eager_truth,
     is_loss_function_name,
     is_optimizer_step_receiver,
     is_throttled_test,
     terminates,
 )
 from .torch_api import (
+    MODULE_STATE_CONSTRUCTORS,
+    TENSOR_METADATA_ATTRS,
     dtype_class_of,
     module_method_value,
     ndarray_method_value,
@@ -694,6 +697,9 @@ class _Walker:
         body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
         body_hot = body_hot and not self._leaves_hot_region(node.body)
         else_hot = hot and not self._leaves_hot_region(node.orelse)
+        # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
+        eager = eager_truth(node.test, self.qualname)
+        body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
         before = self.env
         self.env = dict(before)
         self.hot = body_hot
@@ -704,7 +710,10 @@ class _Walker:
         self.body(node.orelse)
         after_else = self.env
         self.hot = hot
-        self.env = self._merge_branches([(node.body, after_body), (node.orelse, after_else)], before)
+        branches = [(node.body, after_body), (node.orelse, after_else)]
+        if eager is not None:
+            branches = [branches[0] if eager else branches[1]]
+        self.env = self._merge_branches(branches, before)
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
@@ -985,7 +994,9 @@ class _Walker:
         if kind is Kind.TENSOR:
             return tensor_attribute_value(attr, base)
         if kind is Kind.BATCH:
-            return base
+            # A batch is a tensor or a structure of them; `.shape` / `.dtype` / ... only
+            # exist on the tensor.
+            return tensor_attribute_value(attr, base) if attr in TENSOR_METADATA_ATTRS else base
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(base.ref) if base.ref else None
             if cls is not None:
@@ -1125,8 +1136,8 @@ class _Walker:
             return Value(Kind.TENSOR, dtype="bool", zero_dim=zero, device=merged_device(values))
         if any(v.kind is Kind.NDARRAY for v in values):
             return NDARRAY
-        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF) for v in values):
-            return PYTHON
+        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF, Kind.SEQ) for v in values):
+            return PYTHON  # shapes and tuples compare to a Python bool
         if any(v.kind is Kind.BATCH for v in values):
             return Value(Kind.TENSOR, dtype="bool", device=merged_device(values))
         return UNKNOWN
@@ -1148,12 +1159,15 @@ class _Walker:
         return value
 
     def ev_Lambda(self, node: ast.Lambda) -> Value:
-        saved = self.env
+        saved, hot = self.env, self.hot
         self.env = dict(saved)
+        # The body runs when the lambda is called, which may be never: message thunks such
+        # as `torch._check(cond, lambda: f"{t}")` are only called when the check fails.
+        self.hot = False
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             self.env[arg.arg] = UNKNOWN
         self.ev(node.body)
-        self.env = saved
+        self.env, self.hot = saved, hot
         return PYTHON
 
     def ev_Starred(self, node: ast.Starred) -> Value:
@@ -1368,6 +1382,8 @@ class _Walker:
                     device = tensor_method_device(qualname.rsplit(".", 1)[1], node, args[0], self.qualname, self.value)
                 elif qualname.count(".") == 1:
                     device = torch_call_device(qualname[6:], node, args, self.qualname, self.value)
+                elif qualname in MODULE_STATE_CONSTRUCTORS:
+                    device = None
                 else:
                     device = merged_device(args)
                 value = value.with_device(device)
