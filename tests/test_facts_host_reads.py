@@ -307,3 +307,25 @@ def test_torch_alias_only_counts_imports():
         """
     )
     assert aliased["x.abs()"][2] == "T"
+
+
+def test_callers_passing_python_values_override_a_tensor_annotation():
+    seen = facts(
+        """
+        import torch
+
+        class Net(torch.nn.Module):
+            def lengths(self, n: torch.LongTensor):
+                return int((n - 127) / 64 + 1)
+
+            def scale(self, t: torch.Tensor):
+                return t.abs()
+
+            def forward(self, x, mask):
+                a = self.lengths(mask.shape[-1])
+                b = self.scale(x)
+                return x[:a] * b
+        """
+    )
+    assert seen["n"][0].kind is Kind.PYTHON
+    assert seen["t"][0].kind is Kind.TENSOR

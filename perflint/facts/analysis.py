@@ -558,10 +558,13 @@ class _Walker:
 
     def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
         annotated = annotation_value(arg.annotation)
+        passed = self.func.arg_values.get(arg.arg) if self.mode == REPORT else None
         if annotated is not None and annotated.kind is not Kind.NONE:
+            # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
+            if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
+                return passed
             return annotated
         if self.mode == REPORT:
-            passed = self.func.arg_values.get(arg.arg)
             if passed is not None and passed.kind is not Kind.UNKNOWN:
                 return passed
         hint = hint_for_name(arg.arg, parameter=True)

@@ -165,6 +165,32 @@ class TensorAssert(Rule):
             unsafe_fixes=True,
             note="`import torch` is added when torch is not imported",
         ),
+        Invalid(
+            """
+            import torch
+
+            class Quant(torch.nn.Module):
+                def forward(self, x):
+                    assert x.abs().max() < 2**8, (  # overflow check
+                        "Error detected in overflow handling: "
+                        "`x` exceeds 8 bits"
+                    )
+                    return x
+            """,
+            fixed="""
+            import torch
+
+            class Quant(torch.nn.Module):
+                def forward(self, x):
+                    torch._assert_async(x.abs().max() < 2**8, (  # overflow check
+                        "Error detected in overflow handling: "
+                        "`x` exceeds 8 bits"
+                    ))
+                    return x
+            """,
+            unsafe_fixes=True,
+            note="a parenthesized multi-line message and its comment are kept",
+        ),
     ]
     valid = [
         Valid(
@@ -257,19 +283,23 @@ class TensorAssert(Rule):
             return None
         message = node.msg
         if message is not None and not (isinstance(message, ast.Constant) and isinstance(message.value, str)):
-            return None  # keep the user's message: do not rewrite a computed one away
-        rest = ctx.text(node).replace(ctx.text(condition), "", 1)
-        if message is not None:
-            rest = rest.replace(ctx.text(message), "", 1)
-        if "#" in rest:
-            return None  # a comment inside the statement would be lost
+            return None  # a computed message would be built every step (and must be a str)
         alias = ctx.torch_alias()
         imports = [] if alias else ["torch"]
         torch = alias or "torch"
-        text = ctx.text(condition)
+        statement = ctx.text(node)
         if negated:
-            text = f"{torch}.logical_not({text})"
-        args = text if message is None else f"{text}, {ctx.text(message)}"
+            rest = statement.replace(ctx.text(condition), "", 1)
+            if message is not None:
+                rest = rest.replace(ctx.text(message), "", 1)
+            if "#" in rest:
+                return None  # a comment between the pieces would be lost
+            text = f"{torch}.logical_not({ctx.text(condition)})"
+            args = text if message is None else f"{text}, {ctx.text(message)}"
+        else:
+            # Keep everything after `assert` verbatim (parentheses, line breaks, comments):
+            # `assert t, (\n "msg"\n)` -> `torch._assert_async(t, (\n "msg"\n))`.
+            args = statement[len("assert"):].lstrip(" \t")
         return ctx.fix(
             Applicability.UNSAFE,
             "Replace with `torch._assert_async` (fails asynchronously on CUDA)",
