@@ -24,19 +24,20 @@ from .hints import hint_for_name
 from .hotness import (
     COLD_METHODS,
     HOT_METHODS,
+    eager_truth,
     is_loss_function_name,
     is_optimizer_step_receiver,
     is_throttled_test,
     terminates,
-    tracing_polarity,
 )
 from .torch_api import (
+    MODULE_STATE_CONSTRUCTORS,
+    TENSOR_METADATA_ATTRS,
     dtype_class_of,
     module_method_value,
     ndarray_method_value,
     tensor_attribute_value,
     device_of_expr,
-    is_tensor_attribute,
     tensor_method_device,
     tensor_method_value,
     torch_call_device,
@@ -557,10 +558,13 @@ class _Walker:
 
     def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
         annotated = annotation_value(arg.annotation)
+        passed = self.func.arg_values.get(arg.arg) if self.mode == REPORT else None
         if annotated is not None and annotated.kind is not Kind.NONE:
+            # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
+            if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
+                return passed
             return annotated
         if self.mode == REPORT:
-            passed = self.func.arg_values.get(arg.arg)
             if passed is not None and passed.kind is not Kind.UNKNOWN:
                 return passed
         hint = hint_for_name(arg.arg, parameter=True)
@@ -693,14 +697,12 @@ class _Walker:
         self.ev(node.test)
         self._dispatch(node)
         hot = self.hot
-        body_tracing, else_tracing = tracing_polarity(node.test, self.qualname)
-        if isinstance(node.test, ast.Constant):  # `if 0:` / `if False:` is dead code
-            body_tracing, else_tracing = not node.test.value, bool(node.test.value)
-        elif isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            body_tracing = True
         body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
-        body_hot = body_hot and not self._leaves_hot_region(node.body) and not body_tracing
-        else_hot = hot and not self._leaves_hot_region(node.orelse) and not else_tracing
+        body_hot = body_hot and not self._leaves_hot_region(node.body)
+        else_hot = hot and not self._leaves_hot_region(node.orelse)
+        # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
+        eager = eager_truth(node.test, self.qualname)
+        body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
         before = self.env
         self.env = dict(before)
         self.hot = body_hot
@@ -711,10 +713,10 @@ class _Walker:
         self.body(node.orelse)
         after_else = self.env
         self.hot = hot
-        # A branch that only runs while tracing / compiling does not reach eager code.
-        branches = [(node.body, after_body, body_tracing), (node.orelse, after_else, else_tracing)]
-        live = [(stmts, env) for stmts, env, tracing in branches if not tracing]
-        self.env = self._merge_branches(live, before)
+        branches = [(node.body, after_body), (node.orelse, after_else)]
+        if eager is not None:
+            branches = [branches[0] if eager else branches[1]]
+        self.env = self._merge_branches(branches, before)
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
@@ -995,9 +997,9 @@ class _Walker:
         if kind is Kind.TENSOR:
             return tensor_attribute_value(attr, base)
         if kind is Kind.BATCH:
-            if is_tensor_attribute(attr):  # `batch.shape`: the batch is a tensor
-                return tensor_attribute_value(attr, Value(Kind.TENSOR, device=base.device))
-            return base
+            # A batch is a tensor or a structure of them; `.shape` / `.dtype` / ... only
+            # exist on the tensor.
+            return tensor_attribute_value(attr, base) if attr in TENSOR_METADATA_ATTRS else base
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(base.ref) if base.ref else None
             if cls is not None:
@@ -1144,8 +1146,8 @@ class _Walker:
             return Value(Kind.TENSOR, dtype="bool", zero_dim=zero, device=merged_device(values))
         if any(v.kind is Kind.NDARRAY for v in values):
             return NDARRAY
-        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF) for v in values):
-            return PYTHON
+        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF, Kind.SEQ) for v in values):
+            return PYTHON  # shapes and tuples compare to a Python bool
         if any(v.kind is Kind.BATCH for v in values):
             return Value(Kind.TENSOR, dtype="bool", device=merged_device(values))
         return UNKNOWN
@@ -1159,18 +1161,16 @@ class _Walker:
 
     def ev_IfExp(self, node: ast.IfExp) -> Value:
         self.ev(node.test)
-        body_tracing, else_tracing = tracing_polarity(node.test, self.qualname)
+        eager = eager_truth(node.test, self.qualname)  # `a if torch.jit.is_tracing() else b`
         hot = self.hot
-        self.hot = hot and not body_tracing
+        self.hot = hot and eager is not False
         body = self.ev(node.body)
-        self.hot = hot and not else_tracing
+        self.hot = hot and eager is not True
         orelse = self.ev(node.orelse)
         self.hot = hot
-        if body_tracing:
-            return orelse
-        if else_tracing:
-            return body
-        return join(body, orelse)
+        if eager is None:
+            return join(body, orelse)
+        return body if eager else orelse
 
     def ev_NamedExpr(self, node: ast.NamedExpr) -> Value:
         value = self.ev(node.value)
@@ -1178,12 +1178,15 @@ class _Walker:
         return value
 
     def ev_Lambda(self, node: ast.Lambda) -> Value:
-        saved = self.env
+        saved, hot = self.env, self.hot
         self.env = dict(saved)
+        # The body runs when the lambda is called, which may be never: message thunks such
+        # as `torch._check(cond, lambda: f"{t}")` are only called when the check fails.
+        self.hot = False
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             self.env[arg.arg] = UNKNOWN
         self.ev(node.body)
-        self.env = saved
+        self.env, self.hot = saved, hot
         return PYTHON
 
     def ev_Starred(self, node: ast.Starred) -> Value:
@@ -1410,6 +1413,8 @@ class _Walker:
                     device = tensor_method_device(qualname.rsplit(".", 1)[1], node, args[0], self.qualname, self.value)
                 elif qualname.count(".") == 1:
                     device = torch_call_device(qualname[6:], node, args, self.qualname, self.value)
+                elif qualname in MODULE_STATE_CONSTRUCTORS:
+                    device = None
                 else:
                     device = merged_device(args)
                 value = value.with_device(device)

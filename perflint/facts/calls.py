@@ -111,3 +111,29 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
     if is_loss_function_name(last):
         return TENSOR
     return UNKNOWN
+
+
+# --------------------------------------------------------------------------- host conversions
+# Calls that turn a tensor argument into a Python number through `__float__`, `__int__`,
+# `__index__`, `__bool__` or `__complex__`: each reads the value to the host.
+_SCALAR_CONVERSIONS = frozenset(
+    """builtins.float builtins.int builtins.bool builtins.complex operator.index
+    operator.truth operator.not_""".split()
+)
+# `math` functions that do not convert: `prod` multiplies the elements with `*` (a tensor
+# result), `trunc` raises for tensors (no `__trunc__`).
+_MATH_WITHOUT_CONVERSION = frozenset({"math.prod", "math.trunc"})
+
+
+def converts_to_python_scalar(qualname: str | None) -> bool:
+    """Does this call read its tensor arguments to the host as Python numbers?
+
+    True for `float`, `int`, `bool`, `complex`, `operator.index` / `truth` / `not_` and the
+    `math` functions (`math.sqrt(t)` calls `t.__float__()`, `math.factorial(t)`
+    `t.__index__()`; checked on torch 2.13).
+    """
+    if qualname is None:
+        return False
+    if qualname in _SCALAR_CONVERSIONS:
+        return True
+    return qualname.startswith("math.") and qualname.count(".") == 1 and qualname not in _MATH_WITHOUT_CONVERSION
