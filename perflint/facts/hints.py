@@ -43,8 +43,20 @@ _PYTHON_PARAMETER = re.compile(
 )
 
 
+# `model_name`, `net_cfg`, `loader_kwargs`: names *about* a thing, not the thing.
+_DESCRIPTOR = re.compile(
+    r"_(?:name|names|path|paths|dir|file|type|types|id|ids|cfg|config|configs|args|kwargs|kw"
+    r"|class|cls|fn_name|str|key|keys|size|sizes|dim|dims|idx|index|version|url|spec|params"
+    r"|state|state_dict|checkpoint|ckpt|prefix|suffix|tag|mode)$"
+)
+
+
 def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
     lower = name.lower()
+    if parameter and _PYTHON_PARAMETER.search(lower):
+        return PYTHON
+    if _DESCRIPTOR.search(lower):
+        return None
     if _LOADER.search(lower):
         return LOADER
     if _LOSS_FN.search(lower):
@@ -57,8 +69,6 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
         return DEVICE
     if parameter and _BATCH.search(lower):
         return BATCH
-    if parameter and _PYTHON_PARAMETER.search(lower):
-        return PYTHON
     if _LOSS.search(lower) and not lower.endswith(("_losses",)):
         return SCALAR_TENSOR
     return None
