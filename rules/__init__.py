@@ -10,6 +10,21 @@ from .sync.boolean_mask import BooleanMaskIndexing
 from .sync.item import TensorItem
 from .sync.nonzero import Nonzero
 from .sync.truthiness import TensorTruthiness
+from .sync.unique import Unique
+from .sync.masked_select import MaskedSelect
+from .sync.tensor_from_tensors import TensorFromTensorList
+from .sync.repeat_interleave import RepeatInterleaveWithoutOutputSize
+from .sync.bincount import Bincount
+from .sync.histc import HistcWithoutRange
+from .sync.multinomial import MultinomialSync
+from .sync.tensor_equal import TensorEqual
+from .sync.one_hot import OneHotWithoutNumClasses
+from .sync.linalg_error_check import LinalgErrorCheck
+from .sync.normal_tensor_std import NormalWithTensorStd
+from .sync.clip_grad_norm import ClipGradNormErrorIfNonfinite
+from .sync.synchronize import ExplicitSynchronize
+from .sync.empty_cache import EmptyCacheInLoop
+from .sync.distribution_validation import DistributionValidation
 
 RULES = [
     CannotAnalyze,
@@ -17,4 +32,19 @@ RULES = [
     TensorTruthiness,
     Nonzero,
     BooleanMaskIndexing,
+    Unique,
+    MaskedSelect,
+    TensorFromTensorList,
+    RepeatInterleaveWithoutOutputSize,
+    Bincount,
+    HistcWithoutRange,
+    MultinomialSync,
+    TensorEqual,
+    OneHotWithoutNumClasses,
+    LinalgErrorCheck,
+    NormalWithTensorStd,
+    ClipGradNormErrorIfNonfinite,
+    ExplicitSynchronize,
+    EmptyCacheInLoop,
+    DistributionValidation,
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .torch_api import EVENT, STREAM
 from .values import (
     BATCH,
     DEVICE,
@@ -31,6 +32,8 @@ _LOSS_FN = re.compile(r"^(?:criterion|criterions|loss_fn|loss_func|loss_function
 _OPTIMIZER = re.compile(r"^(?:optimizer|optim|opt)$|_(?:optimizer|optim)$|^optimizer_")
 _DEVICE = re.compile(r"^(?:device|dev)$|_device$")
 _BATCH = re.compile(r"^(?:batch|minibatch|mini_batch|data_batch)$|_batch$")
+_STREAM = re.compile(r"^stream$|_stream$|^stream_")
+_EVENT = re.compile(r"^event$|_event$|^event_")
 _LOSS = re.compile(r"^loss$|_loss$|^loss_(?!fn|func|scale|scaler|weight)")
 
 
@@ -46,6 +49,10 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
         return OPTIMIZER
     if _DEVICE.search(lower):
         return DEVICE
+    if _STREAM.search(lower):
+        return STREAM
+    if _EVENT.search(lower):
+        return EVENT
     if parameter and _BATCH.search(lower):
         return BATCH
     if _LOSS.search(lower) and not lower.endswith(("_losses",)):
