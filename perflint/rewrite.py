@@ -53,8 +53,10 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
         last = args[-1]
         trailing = last.comma
         if trailing is cst.MaybeSentinel.DEFAULT:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(arg)
+            # the space before the closing bracket (a line break, say) moves after the new one
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                         whitespace_after_arg=cst.SimpleWhitespace(""))
+            args.append(arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
         elif _one_per_line(call, trailing):
             # one argument per line: the new one goes on its own line, before the bracket
             layout = trailing.whitespace_after

@@ -50,7 +50,8 @@ class DistributionValidation(Rule):
     `log_prob`, `entropy` and the other methods compute the same values for valid parameters
     and values. It is unsafe because invalid parameters (a negative scale, probabilities
     outside `[0, 1]`, NaN) and invalid `log_prob` values no longer raise `ValueError`: they
-    give NaN or meaningless numbers. No fix is offered when `validate_args=True` is explicit.
+    give NaN or meaningless numbers, or fail later with another error (`sample()` of a
+    `Normal` with a negative scale raises in `torch.normal`). No fix is offered when `validate_args=True` is explicit.
 
     ## References
     - `Distribution.__init__` and `_validate_sample` in torch/distributions/distribution.py.
