@@ -229,3 +229,19 @@ def test_remove_keyword_keeps_the_layout(before, after):
 def test_prefilter_triggers_let_rule_files_through():
     code = "import torch\nfor x, y in loader:\n    torch.cuda.empty_cache()\n"
     assert [d.code for d in check_source(code, "t.py", select=["PFL226"])] == ["PFL226"]
+
+
+@pytest.mark.parametrize(
+    "code,rule",
+    [
+        ("from torch import tensor as mk\nimport torch\nclass M(torch.nn.Module):\n"
+         "    def forward(self, x):\n        return mk([x.sum(), x.max()])\n", "PFL215"),
+        ("from torch import equal as same\nimport torch\nclass M(torch.nn.Module):\n"
+         "    def forward(self, x, y):\n        return same(x, y)\n", "PFL220"),
+        ("from torch import normal as gauss\nimport torch\nclass M(torch.nn.Module):\n"
+         "    def forward(self, x):\n        return gauss(x, x.abs())\n", "PFL223"),
+    ],
+)
+def test_triggers_admit_aliased_calls(code, rule):
+    """The prefilter must not skip a file that only calls the function through an alias."""
+    assert [d.code for d in check_source(code, "t.py", select=[rule])] == [rule]

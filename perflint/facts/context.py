@@ -54,8 +54,20 @@ class RuleContext:
         return bool(self._walker and self._walker.loops)
 
     def parent(self, node: ast.AST) -> ast.AST | None:
-        """The syntactic parent of `node` (None for the module). Built on first use."""
-        if self._parents is None:
+        """The syntactic parent of `node` (None for the module)."""
+        statement = self.statement
+        if statement is not None and node is not statement:
+            # Usually an expression of the statement being walked: search just its expressions.
+            for part in ast.iter_child_nodes(statement):
+                if isinstance(part, ast.stmt):
+                    continue
+                for outer in ast.walk(part):
+                    for child in ast.iter_child_nodes(outer):
+                        if child is node:
+                            return outer
+                if part is node:
+                    return statement
+        if self._parents is None:  # statements and the rest: a map of the whole file, once
             self._parents = {
                 child: outer
                 for outer in ast.walk(self.analysis.tree)

@@ -135,8 +135,6 @@ class HistcWithoutRange(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        if opaque_arguments(node):
-            return
         name = ctx.call_name(node)
         if name == "torch.histc":
             source, offset, label = argument(node, 0, "input"), 1, "torch.histc()"
@@ -149,6 +147,8 @@ class HistcWithoutRange(Rule):
             source = method[0]
             offset = 1 if name == "torch.Tensor.histc" else 0
             label = "Tensor.histc()"
+        if opaque_arguments(node):
+            return
         low = argument(node, offset + 1, "min")
         high = argument(node, offset + 2, "max")
         low_value = 0 if low is None else literal(low)

@@ -244,6 +244,8 @@ class LinalgErrorCheck(Rule):
         imports: list[str] = []
         func = node.func
         if method and ctx.call_name(node) is None:  # x.inverse()
+            if node.args or node.keywords:
+                return None
             torch, imports = torch_prefix(ctx)
             edits.append(ctx.replace(node, f"{torch}.linalg.{function}_ex({argument_text(ctx, source)}){suffix}"))
         elif method:  # torch.Tensor.inverse(x): the same arguments

@@ -135,8 +135,6 @@ class MultinomialSync(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        if opaque_arguments(node):
-            return
         name = ctx.call_name(node)
         if name == "torch.multinomial":
             source, offset, label = argument(node, 0, "input"), 1, "torch.multinomial()"
@@ -148,6 +146,8 @@ class MultinomialSync(Rule):
                 return
             offset = 1 if name == "torch.Tensor.multinomial" else 0
             label = "Tensor.multinomial()"
+        if opaque_arguments(node):
+            return
         samples = literal(argument(node, offset, "num_samples"))
         replacement_node = argument(node, offset + 1, "replacement")
         replacement = False if replacement_node is None else literal(replacement_node)

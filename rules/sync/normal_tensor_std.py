@@ -62,7 +62,7 @@ class NormalWithTensorStd(Rule):
     code = "PFL223"
     name = "normal-with-tensor-std"
     message = "`torch.normal` with a tensor `std` checks it on the host and waits for the GPU every step"
-    triggers = (b"normal(",)
+    triggers = (b"normal",)
     fix_availability = FixAvailability.SOMETIMES
     invalid = [
         Invalid(

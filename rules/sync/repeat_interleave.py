@@ -72,13 +72,16 @@ class RepeatInterleaveWithoutOutputSize(Rule):
         Invalid(
             """
             import torch as T
+            from torch import repeat_interleave as ri
 
             class Router(T.nn.Module):
                 def forward(self, x, scores):
                     counts = T.bincount(scores.argmax(-1), minlength=8)
+                    y = ri(x, repeats=counts, dim=0)
                     return T.Tensor.repeat_interleave(x, counts, dim=0, output_size=None)
             """,
-            note="the unbound method, an explicit `output_size=None`",
+            count=2,
+            note="aliases, the unbound method, an explicit `output_size=None`",
         ),
         Invalid(
             """
@@ -164,8 +167,6 @@ class RepeatInterleaveWithoutOutputSize(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         name = ctx.call_name(node)
-        if opaque_arguments(node):
-            return
         if name == "torch.repeat_interleave":
             if argument(node, 1, "repeats") is None and len(node.args) == 1:
                 source, repeats = None, node.args[0]  # repeat_interleave(repeats)
@@ -177,7 +178,7 @@ class RepeatInterleaveWithoutOutputSize(Rule):
                 return
             offset = 1 if name == "torch.Tensor.repeat_interleave" else 0
             source, repeats = method[0], argument(node, offset, "repeats")
-        if repeats is None:
+        if repeats is None or opaque_arguments(node):
             return
         output_size = next((kw for kw in node.keywords if kw.arg == "output_size"), None)
         if output_size is not None and literal(output_size.value) is not None:

@@ -60,7 +60,7 @@ class TensorEqual(Rule):
     code = "PFL220"
     name = "tensor-equal"
     message = "`{call}` reads its answer to the host and waits for the GPU every step"
-    triggers = (b"equal(", b"allclose(")
+    triggers = (b"equal", b"allclose")
     fix_availability = FixAvailability.SOMETIMES
     invalid = [
         Invalid(

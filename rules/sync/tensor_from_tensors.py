@@ -66,7 +66,7 @@ class TensorFromTensorList(Rule):
     code = "PFL215"
     name = "tensor-from-tensor-list"
     message = "`{call}` of tensors reads each element to the host and waits for the GPU every step"
-    triggers = (b"tensor(", b"asarray(")
+    triggers = (b"tensor", b"asarray")
     fix_availability = FixAvailability.SOMETIMES
     invalid = [
         Invalid(
