@@ -112,22 +112,6 @@ def bind_once(ctx: RuleContext, node: ast.expr, param: str, body: Callable[[str]
     return f"(lambda {param}: {body(param)})({argument_text(ctx, node)})"
 
 
-_NO_PARENS_PARENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return, ast.Expr,
-                      ast.keyword, ast.List, ast.Set, ast.Yield)
-
-
-def in_context(ctx: RuleContext, node: ast.expr, text: str) -> str:
-    """Replacement text for `node`, parenthesized unless its parent makes that unnecessary."""
-    parent = ctx.parent(node)
-    if isinstance(parent, _NO_PARENS_PARENTS):
-        return text
-    if isinstance(parent, ast.Call) and node is not parent.func:
-        return text
-    if isinstance(parent, ast.Dict) and any(node is v for v in parent.values):
-        return text
-    return f"({text})"
-
-
 def torch_prefix(ctx: RuleContext) -> tuple[str, list[str]]:
     """The name to spell `torch` with in a fix, and the imports that needs."""
     alias = ctx.torch_alias()
