@@ -53,21 +53,60 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
         last = args[-1]
         trailing = last.comma
         if trailing is cst.MaybeSentinel.DEFAULT:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(arg)
+            # the space before the closing bracket (a line break, say) moves after the new one
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                         whitespace_after_arg=cst.SimpleWhitespace(""))
+            args.append(arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        elif _one_per_line(call, trailing):
+            # one argument per line: the new one goes on its own line, before the bracket
+            layout = trailing.whitespace_after
+            indent = _argument_indent(call)
+            args[-1] = last.with_changes(comma=trailing.with_changes(
+                whitespace_after=layout.with_changes(last_line=indent)))
+            closing = cst.ParenthesizedWhitespace(indent=layout.indent, last_line=layout.last_line)
+            args.append(arg.with_changes(comma=cst.Comma(whitespace_after=closing)))
         else:
-            # keep the user's trailing-comma layout: put the new argument before it
-            args[-1] = last.with_changes(comma=trailing)
+            # keep the user's trailing comma: put the new argument before it
+            args[-1] = last.with_changes(comma=trailing.with_changes(whitespace_after=cst.SimpleWhitespace(" ")))
             args.append(arg.with_changes(comma=cst.Comma()))
     else:
         args.append(arg)
     return call.with_changes(args=args)
 
 
+def _argument_indent(call: cst.Call) -> cst.SimpleWhitespace:
+    """The indentation of the arguments of a call written one argument per line."""
+    for arg in call.args[:-1]:
+        ws = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else None
+        if isinstance(ws, cst.ParenthesizedWhitespace):
+            return ws.last_line
+    ws = call.whitespace_before_args
+    return ws.last_line if isinstance(ws, cst.ParenthesizedWhitespace) else cst.SimpleWhitespace("")
+
+
+def _one_per_line(call: cst.Call, trailing: cst.Comma) -> bool:
+    if not isinstance(trailing.whitespace_after, cst.ParenthesizedWhitespace):
+        return False
+    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        return True
+    return any(isinstance(a.comma, cst.Comma) and isinstance(a.comma.whitespace_after, cst.ParenthesizedWhitespace)
+               for a in call.args[:-1])
+
+
 def remove_keyword(call: cst.Call, name: str) -> cst.Call:
-    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == name)]
-    if args and len(args) < len(call.args):
-        last = args[-1]
-        if call.args[-1].comma is cst.MaybeSentinel.DEFAULT:
-            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    """Remove the `name=...` argument, keeping the layout before the closing bracket."""
+    args = list(call.args)
+    index = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == name), None)
+    if index is None:
+        return call
+    removed = args.pop(index)
+    if args and index == len(args):
+        # The new last argument takes over the removed one's trailing comma (or its absence):
+        # that is what sits before the bracket. Its own end-of-line comment stays.
+        last, comma = args[-1], removed.comma
+        own = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+        if isinstance(comma, cst.Comma) and isinstance(own, cst.ParenthesizedWhitespace) \
+                and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+            comma = comma.with_changes(whitespace_after=own.with_changes(last_line=comma.whitespace_after.last_line))
+        args[-1] = last.with_changes(comma=comma)
     return call.with_changes(args=args)

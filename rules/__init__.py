@@ -18,6 +18,21 @@ from .sync.tensor_assert import TensorAssert
 from .sync.tensor_index import TensorAsIndex
 from .sync.tolist import TensorTolist
 from .sync.truthiness import TensorTruthiness
+from .sync.unique import Unique
+from .sync.masked_select import MaskedSelect
+from .sync.tensor_from_tensors import TensorFromTensorList
+from .sync.repeat_interleave import RepeatInterleaveWithoutOutputSize
+from .sync.bincount import Bincount
+from .sync.histc import HistcWithoutRange
+from .sync.multinomial import MultinomialSync
+from .sync.tensor_equal import TensorEqual
+from .sync.one_hot import OneHotWithoutNumClasses
+from .sync.linalg_error_check import LinalgErrorCheck
+from .sync.normal_tensor_std import NormalWithTensorStd
+from .sync.clip_grad_norm import ClipGradNormErrorIfNonfinite
+from .sync.synchronize import ExplicitSynchronize
+from .sync.empty_cache import EmptyCacheInLoop
+from .sync.distribution_validation import DistributionValidation
 
 RULES = [
     CannotAnalyze,
@@ -33,4 +48,19 @@ RULES = [
     TensorFormatting,
     Nonzero,
     BooleanMaskIndexing,
+    Unique,
+    MaskedSelect,
+    TensorFromTensorList,
+    RepeatInterleaveWithoutOutputSize,
+    Bincount,
+    HistcWithoutRange,
+    MultinomialSync,
+    TensorEqual,
+    OneHotWithoutNumClasses,
+    LinalgErrorCheck,
+    NormalWithTensorStd,
+    ClipGradNormErrorIfNonfinite,
+    ExplicitSynchronize,
+    EmptyCacheInLoop,
+    DistributionValidation,
 ]

@@ -25,6 +25,7 @@ from .hotness import (
     COLD_METHODS,
     HOT_METHODS,
     eager_truth,
+    is_cache_hit_return,
     is_loss_function_name,
     is_optimizer_step_receiver,
     is_throttled_test,
@@ -625,7 +626,8 @@ class _Walker:
 
     # ----------------------------------------------------------------- statements
     def body(self, stmts: list[ast.stmt]) -> None:
-        for stmt in stmts:
+        hot = self.hot
+        for index, stmt in enumerate(stmts):
             handler = _STMT_HANDLERS.get(type(stmt))
             previous = self.stmt
             self.stmt = stmt
@@ -634,6 +636,9 @@ class _Walker:
             else:
                 handler(self, stmt)
             self.stmt = previous
+            if self.hot and is_cache_hit_return(stmts, index):
+                self.hot = False  # the rest computes a cached value: once per key, not per step
+        self.hot = hot
 
     def _dispatch(self, node: ast.AST) -> None:
         rules = self.file.dispatch.get(type(node))

@@ -23,6 +23,7 @@ class RuleContext:
         self._rule: object = None
         self._code = ""
         self.node: ast.AST | None = None
+        self._parents: dict[ast.AST, ast.AST] | None = None
         analysis.context = self
 
     def _enter(self, visitor: object, node: ast.AST) -> None:
@@ -51,6 +52,28 @@ class RuleContext:
     @property
     def in_loop(self) -> bool:
         return bool(self._walker and self._walker.loops)
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        """The syntactic parent of `node` (None for the module)."""
+        statement = self.statement
+        if statement is not None and node is not statement:
+            # Usually an expression of the statement being walked: search just its expressions.
+            for part in ast.iter_child_nodes(statement):
+                if isinstance(part, ast.stmt):
+                    continue
+                for outer in ast.walk(part):
+                    for child in ast.iter_child_nodes(outer):
+                        if child is node:
+                            return outer
+                if part is node:
+                    return statement
+        if self._parents is None:  # statements and the rest: a map of the whole file, once
+            self._parents = {
+                child: outer
+                for outer in ast.walk(self.analysis.tree)
+                for child in ast.iter_child_nodes(outer)
+            }
+        return self._parents.get(node)
 
     def value(self, node: ast.expr) -> Value:
         assert self._walker is not None
@@ -99,14 +122,15 @@ class RuleContext:
         return func.value, func.attr
 
     def torch_alias(self) -> str | None:
-        """The local name bound to the `torch` module, if any."""
-        assert self._walker is not None
-        # Only names the file binds: `lookup` would also answer the conventional alias
-        # `torch` for an unbound name, and a fix must then add `import torch`.
-        envs = [self._walker.env, *self._walker._outer, self.analysis.module_env]
-        bound = next((env["torch"] for env in envs if "torch" in env), None)
-        if bound is not None and bound.kind is Kind.REF and bound.ref == "torch":
-            return "torch"
+        """The local name bound to the `torch` module by an import, if any (`torch`
+        preferred); None when nothing binds it (an unimported `torch` in a snippet)."""
+        walker = self._walker
+        envs = [walker.env, *walker._outer] if walker is not None else []
+        envs.append(self.analysis.module_env)
+        for env in envs:
+            value = env.get("torch")
+            if value is not None and value.kind is Kind.REF and value.ref == "torch":
+                return "torch"
         for env in envs:
             for name, value in env.items():
                 if value.kind is Kind.REF and value.ref == "torch":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .torch_api import EVENT, STREAM
 from .values import (
     BATCH,
     DEVICE,
@@ -32,6 +33,8 @@ _LOSS_FN = re.compile(r"^(?:criterion|criterions|loss_fn|loss_func|loss_function
 _OPTIMIZER = re.compile(r"^(?:optimizer|optim|opt)$|_(?:optimizer|optim)$|^optimizer_")
 _DEVICE = re.compile(r"^(?:device|dev)$|_device$")
 _BATCH = re.compile(r"^(?:batch|minibatch|mini_batch|data_batch)$|_batch$")
+_STREAM = re.compile(r"^stream$|_stream$|^stream_")
+_EVENT = re.compile(r"^event$|_event$|^event_")
 _LOSS = re.compile(
     r"^loss$|_loss$|^loss_(?!fn|func|scale|scaler|weight|key|name|type|dict|list|map|cfg|config|kwargs"
     r"|args|coef|factor|str|log|history|items)"
@@ -67,6 +70,10 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
         return OPTIMIZER
     if _DEVICE.search(lower):
         return DEVICE
+    if _STREAM.search(lower):
+        return STREAM
+    if _EVENT.search(lower):
+        return EVENT
     if parameter and _BATCH.search(lower):
         return BATCH
     if _LOSS.search(lower) and not lower.endswith(("_losses",)):

@@ -144,3 +144,33 @@ def eager_truth(test: ast.expr, qualname) -> bool | None:
             return False
         return True if all(v is True for v in values) else None
     return None
+
+
+def _cache_like(node: ast.expr) -> bool:
+    name = receiver_name(node).lower()
+    return "cache" in name or "memo" in name
+
+
+def is_cache_hit_return(stmts: list[ast.stmt], index: int) -> bool:
+    """`if key in self._cache: return ...` or `v = self._cache.get(key)` then
+    `if v is not None: return v`: the statements after it run on a cache miss, once per key."""
+    stmt = stmts[index]
+    if not isinstance(stmt, ast.If) or stmt.orelse or terminates(stmt.body) is not ast.Return:
+        return False
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    op, right = test.ops[0], test.comparators[0]
+    if isinstance(op, ast.In):
+        return _cache_like(right)
+    if not (isinstance(op, ast.IsNot) and isinstance(right, ast.Constant) and right.value is None
+            and isinstance(test.left, ast.Name)):
+        return False
+    name = test.left.id
+    for previous in reversed(stmts[:index]):
+        if isinstance(previous, ast.Assign) and len(previous.targets) == 1 \
+                and isinstance(previous.targets[0], ast.Name) and previous.targets[0].id == name:
+            value = previous.value
+            return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "get" and _cache_like(value.func.value))
+    return False

@@ -31,6 +31,56 @@ from .values import (
     tuple_of,
 )
 
+# Streams and events: `.synchronize()` on them blocks the host (the sync rules ask for these).
+STREAM = Value(Kind.OBJECT, ref="torch.Stream")
+EVENT = Value(Kind.OBJECT, ref="torch.Event")
+_STREAM_FACTORIES = frozenset({"Stream", "ExternalStream", "current_stream", "default_stream"})
+_ACCELERATOR_MODULES = frozenset({"cuda", "xpu", "mps", "accelerator", "mtia"})
+
+
+def stream_or_event(qualname: str) -> Value | None:
+    """`torch.cuda.Stream(...)`, `torch.cuda.current_stream()`, `torch.cuda.Event(...)`, ..."""
+    parts = qualname.split(".")
+    if len(parts) == 2 or (len(parts) >= 3 and parts[1] in _ACCELERATOR_MODULES):
+        name = parts[-1]
+        if name in _STREAM_FACTORIES:
+            return STREAM
+        if name == "Event":
+            return EVENT
+    return None
+
+
+def is_stream_or_event(value: Value) -> bool:
+    return value.kind is Kind.OBJECT and value.ref in (STREAM.ref, EVENT.ref)
+
+
+# torch.distributions classes whose constructor validates its tensor parameters when
+# `validate_args` is on (the default): class -> position of `validate_args` (torch 2.13).
+# Independent, MixtureSameFamily and TransformedDistribution check no tensor values.
+VALIDATING_DISTRIBUTIONS = {
+    "Bernoulli": 2, "Beta": 2, "Binomial": 3, "Categorical": 2, "Cauchy": 2, "Chi2": 1,
+    "ContinuousBernoulli": 3, "Dirichlet": 1, "Exponential": 1, "FisherSnedecor": 2,
+    "Gamma": 2, "GeneralizedPareto": 3, "Geometric": 2, "Gumbel": 2, "HalfCauchy": 1,
+    "HalfNormal": 1, "InverseGamma": 2, "Kumaraswamy": 2, "LKJCholesky": 2, "Laplace": 2,
+    "LogNormal": 2, "LogisticNormal": 2, "LowRankMultivariateNormal": 3, "Multinomial": 3,
+    "MultivariateNormal": 4, "NegativeBinomial": 3, "Normal": 2, "OneHotCategorical": 2,
+    "OneHotCategoricalStraightThrough": 2, "Pareto": 2, "RelaxedBernoulli": 3,
+    "RelaxedOneHotCategorical": 3, "StudentT": 3, "Poisson": 1, "Uniform": 2, "VonMises": 2,
+    "Weibull": 2, "Wishart": 4,
+}
+
+
+def validating_distribution(qualname: str | None) -> str | None:
+    """`torch.distributions[.<module>].Normal` -> "Normal" for classes that validate."""
+    if not qualname or not qualname.startswith("torch.distributions."):
+        return None
+    parts = qualname.split(".")
+    if len(parts) not in (3, 4):
+        return None
+    name = parts[-1]
+    return name if name in VALIDATING_DISTRIBUTIONS else None
+
+
 DTYPE_CLASS = {
     "bool": "bool",
     "uint8": "int",
@@ -68,7 +118,7 @@ _TORCH_PYTHON_FUNCS = frozenset(
     get_num_threads set_num_threads get_num_interop_threads set_num_interop_threads
     use_deterministic_algorithms are_deterministic_algorithms_enabled compile save
     set_float32_matmul_precision get_float32_matmul_precision is_autocast_enabled typename
-    can_cast Generator Stream Event set_rng_state _assert _assert_async set_anomaly_enabled
+    can_cast Generator set_rng_state _assert _assert_async set_anomaly_enabled
     is_anomaly_enabled get_device_module is_inference cond vmap func""".split()
 )
 # torch.get_autocast_dtype(), torch.is_grad_enabled(), torch.set_default_dtype(...), ...
@@ -186,6 +236,9 @@ def torch_function_value(
     """The value of `torch.<...>(...)`; `resolve(expr)` gives an expression's qualified name."""
     parts = qualname.split(".")
     name = parts[-1]
+    stream = stream_or_event(qualname)
+    if stream is not None:
+        return stream
     if len(parts) == 2:
         return _torch_top_level(name, call, args, resolve)
     sub = parts[1]

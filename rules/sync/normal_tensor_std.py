@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+import ast
+
+from perflint.facts.context import RuleContext
+from perflint.facts.values import Kind
+from perflint.rule import Benchmark, Invalid, Rule, Valid
+from perflint.types import Applicability, FixAvailability
+
+from ._support import argument, bind_once, is_simple, only_parameters, operand_text, torch_prefix
+
+
+class NormalWithTensorStd(Rule):
+    """## What it does
+    Checks for `torch.normal(mean, std)` where `std` is a tensor, in code that runs every
+    step.
+
+    ## Why is this bad?
+    PyTorch checks that every standard deviation is non-negative with
+    `std.min().ge(0).item()` before sampling: a read to the host that waits for every queued
+    kernel. The PyTorch docs: "When std is a CUDA tensor, this function synchronizes its
+    device with the CPU." A Python-number `std` is checked on the host and does not sync.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        mu, sigma = model(x)
+        z = torch.normal(mu, sigma)
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        mu, sigma = model(x)
+        z = (mu + sigma * torch.randn_like(mu)).detach()
+    ```
+
+    ## Fix safety
+    The fix samples a standard normal and scales it, as `torch.normal` does internally:
+    `(mean + std * torch.randn_like(mean)).detach()` for a tensor `mean`, and
+    `(mean + std * torch.randn_like(std)).detach()` for a number. With the same generator
+    state it draws the very same numbers (on the CPU the results are bit-identical). It is
+    unsafe because:
+
+    - a negative or NaN `std` no longer raises;
+    - `torch.normal` broadcasts `mean` and `std` and draws one number per output element; the
+      fix draws `mean.shape` numbers, so when `std` has more elements than a tensor `mean`
+      the draws are reused along the broadcast dimensions;
+    - `torch.normal` returns `mean`'s dtype, the fix promotes (a `float32` mean with a
+      `float64` std gives `float64`).
+
+    `.detach()` keeps autograd as it was: `torch.normal` passes zero gradients to `mean` and
+    `std`, while `mean + std * noise` would pass real ones (the reparameterisation trick).
+    A parameter whose only use is this call gets `.grad` `None` instead of zeros.
+    No fix is offered with `generator=`, `size`, `out=`, or when `mean` is neither a known
+    tensor nor a number.
+
+    ## References
+    - [`torch.normal`](https://pytorch.org/docs/stable/generated/torch.normal.html): "When std is a CUDA tensor, this function synchronizes its device with the CPU."
+    """
+
+    code = "PFL223"
+    name = "normal-with-tensor-std"
+    message = "`torch.normal` with a tensor `std` checks it on the host and waits for the GPU every step"
+    triggers = (b"normal",)
+    fix_availability = FixAvailability.SOMETIMES
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                scale = out.abs()
+                a = torch.normal(out, scale)
+                b = torch.normal(0.0, scale)
+                c = torch.normal(mean=out, std=out.abs() + 1e-3)
+                d = torch.normal(out, scale, generator=gen)
+            """,
+            count=4,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                scale = out.abs()
+                a = (out + scale * torch.randn_like(out)).detach()
+                b = (0.0 + scale * torch.randn_like(scale)).detach()
+                c = (out + (out.abs() + 1e-3) * torch.randn_like(out)).detach()
+                d = torch.normal(out, scale, generator=gen)
+            """,
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import torch as T
+            from torch import normal
+
+            class Noise(T.nn.Module):
+                def forward(self, x):
+                    return normal(x.mean(-1), x.std(-1)) * 2
+            """,
+            fixed="""
+            import torch as T
+            from torch import normal
+
+            class Noise(T.nn.Module):
+                def forward(self, x):
+                    return (lambda m: (m + x.std(-1) * T.randn_like(m)).detach())(x.mean(-1)) * 2
+            """,
+            unsafe_fixes=True,
+            note="an operand that is not a plain name is evaluated once",
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                a = torch.normal(out, 0.1)
+                b = torch.normal(0.0, 1.0, size=(3,))
+                c = torch.randn_like(out) * 0.1
+            """,
+            note="a Python-number std is checked on the host",
+        ),
+        Valid(
+            """
+            import numpy as np
+
+            for x, y in loader:
+                noise = np.random.normal(0.0, np.ones(3))
+            """,
+            note="numpy",
+        ),
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                s = torch.ones(3)
+                z = torch.normal(torch.zeros(3), s)
+            """,
+            note="CPU tensors",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            w = torch.randn(1024, 1024, device=device)
+            x = torch.randn(1024, 1024, device=device)
+            torch.manual_seed(0)
+        """,
+        bad="""
+            y = x
+            for _ in range(4):
+                y = torch.tanh(y @ w)
+            result = torch.normal(y, y.abs())
+        """,
+        good="""
+            y = x
+            for _ in range(4):
+                y = torch.tanh(y @ w)
+            result = (y + y.abs() * torch.randn_like(y)).detach()
+        """,
+        description="`torch.normal(mean, std_tensor)` vs scaling `randn_like` on the device",
+        equal_results=False,  # the same draws only with the same generator state
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        if ctx.call_name(node) != "torch.normal":
+            return
+        mean, std = argument(node, 0, "mean"), argument(node, 1, "std")
+        if std is None:
+            return
+        value = ctx.value(std)
+        if value.kind not in (Kind.TENSOR, Kind.BATCH) or value.on_cpu:
+            return
+        ctx.report(node, fix=self._fix(node, ctx, mean, std))
+
+    def _fix(self, node: ast.Call, ctx: RuleContext, mean: ast.expr | None, std: ast.expr):
+        if mean is None or not only_parameters(node, {"mean": 0, "std": 1}):
+            return None
+        mean_value = ctx.value(mean)
+        torch, imports = torch_prefix(ctx)
+        if mean_value.kind is Kind.TENSOR:
+            s = operand_text(ctx, std)
+            text = bind_once(ctx, mean, "m", lambda m: f"({m} + {s} * {torch}.randn_like({m})).detach()")
+        elif mean_value.kind is Kind.PYTHON:
+            m = operand_text(ctx, mean)
+            if is_simple(std):
+                text = f"({m} + {ctx.text(std)} * {torch}.randn_like({ctx.text(std)})).detach()"
+            elif isinstance(mean, (ast.Constant, ast.UnaryOp)) or is_simple(mean):
+                # mean is a number that evaluating later cannot change: bind std once
+                text = bind_once(ctx, std, "s", lambda s: f"({m} + {s} * {torch}.randn_like({s})).detach()")
+            else:
+                return None
+        else:
+            return None
+        return ctx.fix(
+            Applicability.UNSAFE,
+            "Scale `randn_like` on the device (no std >= 0 check)",
+            [ctx.replace(node, text)],
+            imports=imports,
+        )
