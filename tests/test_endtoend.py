@@ -32,7 +32,7 @@ def test_train_fixed_is_the_fixers_output_for_train():
 def test_fixed_loop_computes_the_same_losses_with_fewer_syncs():
     from perflint.harness.endtoend import run_case
 
-    result = run_case(CASE, "cpu", steps=4)
+    result = run_case(CASE, "cpu", steps=4, config={"image_size": 16})
     assert result["results_match"], result["compared"]
     assert len(result["losses_before"]) == 4 and len(result["losses_after"]) == 4
     assert result["compared"]["losses"]["max_abs_diff"] < 1e-5
@@ -48,5 +48,19 @@ def test_a_changed_result_is_caught(tmp_path):
     broken = (CASE / "train_fixed.py").read_text(encoding="utf-8").replace("lr=0.05", "lr=0.06")
     assert broken != (CASE / "train_fixed.py").read_text(encoding="utf-8")
     (tmp_path / "train_fixed.py").write_text(broken, encoding="utf-8")
-    result = run_case(tmp_path, "cpu", steps=3)
+    result = run_case(tmp_path, "cpu", steps=3, config={"image_size": 8, "samples": 8})
     assert not result["results_match"]
+
+
+@pytest.mark.torch
+def test_step_timing_path_runs_on_cpu_and_is_marked():
+    from perflint.harness.cuda import CPU_TIMING_NOTE
+    from perflint.harness.endtoend import run_case
+
+    tiny = {"image_size": 8, "batch_size": 2, "samples": 4}
+    result = run_case(CASE, "cpu", steps=2, timing=True, short_steps=1, long_steps=2, config=tiny)
+    assert result["results_match"] and result["config"] == tiny
+    timing = result["timing"]
+    assert timing["note"] == CPU_TIMING_NOTE
+    assert timing["repeats"] == 7 and len(timing["before"]["samples_us"]) == 7
+    assert timing["environment"]["kind"] == "cpu"

@@ -255,3 +255,29 @@ def test_patches_are_removed_on_exit():
     with SyncProbe(simulate=True):
         assert torch.cuda.synchronize is not original
     assert torch.cuda.synchronize is original
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="stand-ins exist only on builds without CUDA")
+def test_cuda_streams_events_and_pinning_stand_in_on_a_cpu_build():
+    code = textwrap.dedent("""
+        host = x.to("cpu", non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+        torch.cuda.current_stream().synchronize()
+        pinned = torch.randn(4).pin_memory()
+        with torch.cuda.stream(torch.cuda.Stream()):
+            y = pinned.to(device, non_blocking=True)
+        z = y.sum().item()
+    """)
+    probe = _run(code)
+    assert [e.op for e in probe.events] == [
+        "torch.cuda.Event.synchronize", "torch.cuda.Stream.synchronize", "Tensor.item"]
+    assert torch.cuda.Event is not None and not isinstance(torch.cuda.Event, type(lambda: 0))
+
+
+def test_stand_ins_are_removed_on_exit():
+    event, stream = torch.cuda.Event, torch.cuda.Stream
+    with SyncProbe(simulate=True):
+        pass
+    assert torch.cuda.Event is event and torch.cuda.Stream is stream

@@ -46,12 +46,12 @@ def make_dataset(samples: int, image_size: int, seed: int) -> TensorDataset:
     return TensorDataset(images, masks)
 
 
-def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size: int = 32,
+def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size: int = 32, samples: int = 32,
           log_every: int = 0) -> dict:
     torch.manual_seed(seed)
     model = TinySegNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loader = DataLoader(make_dataset(steps * batch_size, image_size, seed), batch_size=batch_size, shuffle=True,
+    loader = DataLoader(make_dataset(samples, image_size, seed), batch_size=batch_size, shuffle=True,
                         generator=torch.Generator().manual_seed(seed))
 
     losses = []
@@ -59,32 +59,37 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
     labeled = 0
     foreground = 0
     classes_seen = set()
-    for step, (images, masks) in enumerate(loader):
-        images = images.to(device)
-        masks = masks.to(device)
+    step = 0
+    while step < steps:
+        for images, masks in loader:
+            if step == steps:
+                break
+            step += 1
+            images = images.to(device)
+            masks = masks.to(device)
 
-        logits = model(images)
-        # per-pixel loss over labeled pixels only
-        flat_logits = logits.permute(0, 2, 3, 1).reshape(-1, NUM_CLASSES)
-        flat_masks = masks.reshape(-1)
-        keep = flat_masks != IGNORE
-        loss = F.cross_entropy(flat_logits, torch.where(keep, flat_masks, -100), ignore_index=-100)
-        if torch.isnan(loss):
-            continue
+            logits = model(images)
+            # per-pixel loss over labeled pixels only
+            flat_logits = logits.permute(0, 2, 3, 1).reshape(-1, NUM_CLASSES)
+            flat_masks = masks.reshape(-1)
+            keep = flat_masks != IGNORE
+            loss = F.cross_entropy(flat_logits, torch.where(keep, flat_masks, -100), ignore_index=-100)
+            if torch.isnan(loss):
+                continue
 
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
 
-        # metrics, every step
-        pred = flat_logits.argmax(1)
-        correct += (pred[keep] == flat_masks[keep]).sum()
-        labeled += torch.count_nonzero(keep)
-        foreground += torch.count_nonzero(flat_masks[keep] > 0)
-        classes_seen.update(torch.unique(flat_masks[keep]).tolist())
-        losses.append(loss.item())
-        if log_every and step % log_every == 0:
-            print(f"step {step}: loss {loss.item():.4f}")
+            # metrics, every step
+            pred = flat_logits.argmax(1)
+            correct += (pred[keep] == flat_masks[keep]).sum()
+            labeled += torch.count_nonzero(keep)
+            foreground += torch.count_nonzero(flat_masks[keep] > 0)
+            classes_seen.update(torch.unique(flat_masks[keep]).tolist())
+            losses.append(loss.item())
+            if log_every and step % log_every == 0:
+                print(f"step {step}: loss {loss.item():.4f}")
 
     return {
         "losses": losses,

@@ -30,6 +30,11 @@ Three layers see different things (`docs` of `sync-catalog.md` §3):
   active, since they are not torch functions and no mode sees them. On a build without CUDA
   the replacements only record the call.
 
+On a build without CUDA a simulating probe also stands in for what such a build cannot run,
+so that code written for a GPU runs: `.cuda()` and `.pin_memory()` return host copies, and
+`torch.cuda.Event`/`Stream`/`current_stream`/`stream` become stand-ins whose
+`synchronize()` is recorded.
+
 **Where tensors live.** With real accelerator tensors (`simulate=False`, the default when
 CUDA is available) an op syncs only when its tensor is on the accelerator, as on the GPU.
 On a CPU build (`simulate=True`) every tensor is on the CPU, so the probe *tracks* which
@@ -411,11 +416,84 @@ class SyncProbe:
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
             wrap(accelerator, "synchronize", "torch.accelerator.synchronize", f"explicit device synchronize: {wait}")
+        if self.simulate and not real_cuda:
+            self._install_stand_ins()
+
+    def _install_stand_ins(self) -> None:
+        """On a build without CUDA, let code written for CUDA streams and events run (simulate mode).
+
+        `torch.cuda.Event`, `Stream`, `current_stream`, `default_stream` and `stream` become
+        stand-ins that do nothing except record their `synchronize()` calls.
+        """
+        events, streams = _stand_in_classes(self)
+        replacements = {
+            "Event": events, "Stream": streams,
+            "current_stream": lambda device=None: streams(),
+            "default_stream": lambda device=None: streams(),
+            "stream": lambda stream=None: contextlib.nullcontext(stream),
+        }
+        for name, value in replacements.items():
+            self._patches.append((torch.cuda, name, getattr(torch.cuda, name)))
+            setattr(torch.cuda, name, value)
 
     def _remove_patches(self) -> None:
         while self._patches:
             owner, name, original = self._patches.pop()
             setattr(owner, name, original)
+
+
+def _stand_in_classes(probe: SyncProbe) -> tuple[type, type]:
+    class Event:
+        """Stand-in for `torch.cuda.Event` while a simulating probe runs on a build without CUDA."""
+
+        def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                     **_: Any) -> None:
+            self.enable_timing = enable_timing
+
+        def record(self, stream: Any = None) -> None:
+            return None
+
+        def wait(self, stream: Any = None) -> None:
+            return None
+
+        def query(self) -> bool:
+            return True
+
+        def elapsed_time(self, end_event: Any) -> float:
+            return 0.0
+
+        def synchronize(self) -> None:
+            probe._record(PATCH, "torch.cuda.Event.synchronize", "event synchronize: waits until the event completes")
+
+    class Stream:
+        """Stand-in for `torch.cuda.Stream` while a simulating probe runs on a build without CUDA."""
+
+        def __init__(self, device: Any = None, priority: int = 0, **_: Any) -> None:
+            self.device = device
+
+        def wait_event(self, event: Any) -> None:
+            return None
+
+        def wait_stream(self, stream: Any) -> None:
+            return None
+
+        def record_event(self, event: Any = None) -> Any:
+            return event if event is not None else Event()
+
+        def query(self) -> bool:
+            return True
+
+        def synchronize(self) -> None:
+            probe._record(PATCH, "torch.cuda.Stream.synchronize",
+                          "stream synchronize: waits for all queued work on the device on the stream")
+
+        def __enter__(self) -> "Stream":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            return None
+
+    return Event, Stream
 
 
 # ----------------------------------------------------------------------------- function layer
@@ -559,6 +637,18 @@ def _to(probe: SyncProbe, func: Any, args: tuple, kwargs: dict, name: str = "") 
 def _cuda(probe: SyncProbe, func: Any, args: tuple, kwargs: dict, name: str = "") -> Any:
     non_blocking = bool(_arg(args, kwargs, 2, "non_blocking", False))
     return _transfer(probe, func, args, kwargs, name, True, non_blocking)
+
+
+@_function_rule("Tensor.pin_memory")
+def _pin_memory(probe: SyncProbe, func: Any, args: tuple, kwargs: dict, name: str = "") -> Any:
+    source = args[0]
+    if probe.simulate and not torch.cuda.is_available():
+        # A build without an accelerator cannot pin; the simulating probe stands a host copy in.
+        with torch._C.DisableTorchFunction():
+            result = source.clone()
+    else:
+        result = _generic(probe, func, args, kwargs)
+    return probe._place(result, source, False)
 
 
 @_function_rule("Tensor.device.__get__")
