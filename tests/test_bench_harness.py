@@ -114,6 +114,29 @@ def test_environment_records_the_device_and_versions():
     assert env["kind"] == "cpu" and env["torch"] == torch.__version__ and env["date"][:2] == "20"
 
 
+def test_sync_debug_proof_classifies_and_always_restores_the_mode(monkeypatch):
+    """The proof's logic, with the CUDA debug mode faked (the real one needs a GPU)."""
+    mode = {"value": 0}
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: mode["value"])
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda value: mode.update(value=value))
+
+    def syncing():
+        if mode["value"] == "error":
+            raise RuntimeError("called a synchronizing CUDA operation")
+
+    def broken():
+        raise ValueError("bad snippet")
+
+    assert sync_debug_proof(syncing) == "synced" and mode["value"] == 0
+    assert sync_debug_proof(lambda: None) == "no sync" and mode["value"] == 0
+    assert sync_debug_proof(broken) == "error: ValueError: bad snippet" and mode["value"] == 0
+
+
+def test_profiler_path_runs_without_cuda():
+    counts = profile_runtime_calls(lambda: torch.randn(3).sum())
+    assert counts["syncs"] == 0 and set(counts) >= {"cudaStreamSynchronize", "cudaMemcpyAsync"}
+
+
 def test_runtime_call_counting():
     names = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "cudaMemcpy", "cudaMemcpy2DAsync",
              "cudaDeviceSynchronize", "cudaEventSynchronize", "aten::item"]

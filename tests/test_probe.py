@@ -281,3 +281,49 @@ def test_stand_ins_are_removed_on_exit():
     with SyncProbe(simulate=True):
         pass
     assert torch.cuda.Event is event and torch.cuda.Stream is stream
+
+
+# The rewrite check of sync-catalog.md §3, through the same path `perflint bench` uses.
+REWRITES = [
+    ("x[m] = t0d -> where", "x = torch.randn(size, device=device)\nt = x.max()",
+     "x[x > 0] = t\nresult = x", "x = torch.where(x > 0, t.to(x.dtype), x)\nresult = x", 1),
+    ("len(nonzero) -> sum", "x = torch.randn(size, device=device)",
+     "result = len(torch.nonzero(x > 0))", "result = (x > 0).sum()", 1),
+    ("unique().numel()", "x = torch.randint(0, 5, (size,), device=device)",
+     "result = torch.unique(x).numel()",
+     "s = x.flatten().sort().values\nresult = (s[1:] != s[:-1]).sum() + 1", 1),
+    ("repeat_interleave + output_size", "r = torch.randint(0, 3, (size,), device=device)\nn = int(r.sum())",
+     "result = torch.repeat_interleave(r)", "result = torch.repeat_interleave(r, output_size=n)", 1),
+    ("CE[mask] -> ignore_index",
+     "logits = torch.randn(size, 4, device=device)\ny = torch.randint(-1, 4, (size,), device=device)",
+     "k = y >= 0\nresult = torch.nn.functional.cross_entropy(logits[k], y[k])",
+     "result = torch.nn.functional.cross_entropy(logits, torch.where(y >= 0, y, -100), ignore_index=-100)", 2),
+    ("assert -> _assert_async", "x = torch.rand(size, device=device)",
+     "assert (x >= 0).all()\nresult = x", "torch._assert_async((x >= 0).all())\nresult = x", 1),
+    ("linalg.inv -> inv_ex", "a = torch.randn(4, 4, device=device) + 4 * torch.eye(4, device=device)",
+     "result = torch.linalg.inv(a)", "result = torch.linalg.inv_ex(a).inverse", 1),
+    ("bincount -> scatter_add", "x = torch.randint(0, 6, (size,), device=device)",
+     "result = torch.bincount(x, minlength=6)",
+     "result = torch.zeros(6, dtype=torch.long, device=device).scatter_add_(0, x, torch.ones_like(x))", 1),
+    ("tensor([t, t]) -> stack", "a = torch.randn((), device=device)\nb = torch.randn((), device=device)",
+     "result = torch.tensor([a, b])", "result = torch.stack([a, b])", 2),
+    (".cpu() per step -> stay on device", "x = torch.randn(size, device=device)",
+     "result = x.mean().cpu()", "result = x.mean()", 1),
+    ("rand().to(device) -> device=", "g = None",
+     "torch.manual_seed(0)\nresult = torch.zeros(size).to(device)", "result = torch.zeros(size, device=device)", 1),
+]
+
+
+@pytest.mark.parametrize("case,setup,bad,good,bad_syncs", REWRITES, ids=[r[0] for r in REWRITES])
+def test_catalog_rewrites_sync_less_and_compute_the_same(case, setup, bad, good, bad_syncs):
+    from perflint.harness.verify import verify_rule
+    from perflint.rule import Benchmark
+
+    class Pair:
+        code, name = "PFL999", "catalog-rewrite"
+        benchmark = Benchmark(setup=setup, bad=bad, good=good)
+
+    report = verify_rule(Pair, "cpu", seeds=(0, 1), size=32, check_fix=False)  # type: ignore[arg-type]
+    assert report.results == "equal", report.detail
+    assert report.syncs_bad == [bad_syncs, bad_syncs] and report.syncs_good == [0, 0], (
+        [e.op for e in report.bad_events], [e.op for e in report.good_events])

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+
 @dataclass(frozen=True)
 class Comparison:
     ok: bool

@@ -133,7 +133,8 @@ def count_runtime_calls(names: Iterable[str]) -> dict[str, int]:
 def profile_runtime_calls(step: Callable[[], Any]) -> dict[str, int]:
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
         step()
     return count_runtime_calls(event.name for event in prof.events())
 

@@ -411,8 +411,10 @@ class SyncProbe:
         if memory is not None and getattr(memory, "empty_cache", None) is not None:
             wrap(memory, "empty_cache", "torch.cuda.empty_cache",
                  "empty_cache synchronizes before releasing cached blocks (cudaFree)")
-        wrap(torch.cuda.Stream, "synchronize", "torch.cuda.Stream.synchronize", f"stream synchronize: {wait} on the stream")
-        wrap(torch.cuda.Event, "synchronize", "torch.cuda.Event.synchronize", "event synchronize: waits until the event completes")
+        wrap(torch.cuda.Stream, "synchronize", "torch.cuda.Stream.synchronize",
+             f"stream synchronize: {wait} on the stream")
+        wrap(torch.cuda.Event, "synchronize", "torch.cuda.Event.synchronize",
+             "event synchronize: waits until the event completes")
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
             wrap(accelerator, "synchronize", "torch.accelerator.synchronize", f"explicit device synchronize: {wait}")
@@ -497,7 +499,8 @@ def _stand_in_classes(probe: SyncProbe) -> tuple[type, type]:
 
 
 # ----------------------------------------------------------------------------- function layer
-FunctionRule = Callable[[SyncProbe, Any, tuple, dict], Any]
+# A function-layer rule runs the call itself: (probe, func, args, kwargs, name) -> result.
+FunctionRule = Callable[[SyncProbe, Any, tuple, dict, str], Any]
 FUNCTION_RULES: dict[str, FunctionRule] = {}
 
 
@@ -661,7 +664,7 @@ def _device_getter(probe: SyncProbe, func: Any, args: tuple, kwargs: dict, name:
 
 @_function_rule("torch.tensor", "torch.as_tensor", "torch.asarray")
 def _tensor_from_data(probe: SyncProbe, func: Any, args: tuple, kwargs: dict, name: str = "") -> Any:
-    data = _arg(args, kwargs, 0, "data" if name == "torch.tensor" else "obj" if name == "torch.asarray" else "data")
+    data = _arg(args, kwargs, 0, "obj" if name == "torch.asarray" else "data")
     target = probe._device_is_accelerator(kwargs.get("device"))
     if isinstance(data, torch.Tensor):
         source_on_accelerator = probe.on_accelerator(data)

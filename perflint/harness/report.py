@@ -156,7 +156,7 @@ def _syncs(check: dict[str, Any]) -> str:
 
 
 def _results(check: dict[str, Any]) -> str:
-    return {"equal": "results equal", "close": "results equal within tolerance (`compare=\"close\"`)",
+    return {"equal": "results equal", "close": "results equal within tolerance",
             "same structure": "results of the same shape and dtype (`equal_results=False`: different draws)",
             }.get(check["results"], f"results {check['results']}")
 
@@ -181,7 +181,8 @@ def _us(value: float) -> str:
 
 
 def gpu_paragraph(gpu: dict[str, Any]) -> str:
-    where = f"{gpu.get('gpu')} (driver {gpu.get('driver') or 'unknown'}, CUDA {gpu.get('cuda')}, torch {gpu.get('torch')}), {_day(gpu['date'])}"
+    where = (f"{gpu.get('gpu')} (driver {gpu.get('driver') or 'unknown'}, CUDA {gpu.get('cuda')}, "
+             f"torch {gpu.get('torch')}), {_day(gpu['date'])}")
     if "error" in gpu:
         return f"**GPU** {where}: the run failed: {gpu['error']}"
     parts = [f"**GPU** {where}:"]
@@ -224,7 +225,7 @@ def measured_section(code: str, summaries: dict[str, Any]) -> str:
         if fix:
             lines.append("")
             lines.append(f"The fixer's output for the bad form ({fix['applicability']} fix): syncs {fix['syncs']}, "
-                         f"results {fix['results']} compared with the bad form.")
+                         f"{_results(fix)} to the bad form's.")
     elif not gpu:
         lines.append("No GPU run yet.")
     return "\n".join(lines).strip()
@@ -362,7 +363,8 @@ def benchmarks_markdown(summaries: dict[str, Any], rule_names: dict[str, str], c
     for chart in charts:
         lines += [f"![{chart.rsplit('/', 1)[-1]}]({chart})", ""]
     lines += ["## Rules", "",
-              "| Rule | CPU: syncs bad→good | CPU: results | GPU | Step bad → good | Speedup | Verdict | Sync proof (bad / good) |",
+              "| Rule | CPU: syncs bad→good | CPU: results | GPU | Step bad → good | Speedup | Verdict"
+              " | Sync proof (bad / good) |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for code in sorted(rules):
         entry = rules[code] or {}

@@ -21,7 +21,13 @@ from perflint.rule import Benchmark, Rule
 
 from .compare import Comparison, compare_results, same_structure
 from .probe import SyncEvent, SyncProbe
-from .snippets import compile_snippet, extract_form, hot_module, module_imports, snippet_filename
+from .snippets import (
+    compile_snippet,
+    extract_form,
+    hot_module,
+    module_imports,
+    snippet_filename,
+)
 
 CPU_SIZE = 64
 DEFAULT_SEEDS = (0, 1, 2)
