@@ -230,3 +230,12 @@ def test_cuda_bench_proves_the_item_sync():
     assert result["proof"]["debug_mode"] == {"bad": "synced", "good": "no sync"}
     assert result["proof"]["proved"]
     assert not math.isnan(result["timing"]["speedup"])
+
+
+def test_lists_compare_with_tensors_by_value():
+    t = torch.tensor([[1, 2], [3, 4]])
+    assert compare_results(t.tolist(), t).ok and compare_results(t, t.tolist()).ok
+    assert not compare_results([[1, 2], [3, 5]], t).ok
+    f = torch.tensor([0.1, 0.2], dtype=torch.float32)
+    assert compare_results(f.tolist(), f).ok
+    assert not compare_results([[1, 2], [3]], t).ok  # ragged: not the same

@@ -24,12 +24,15 @@ from .hints import hint_for_name
 from .hotness import (
     COLD_METHODS,
     HOT_METHODS,
+    eager_truth,
     is_loss_function_name,
     is_optimizer_step_receiver,
     is_throttled_test,
     terminates,
 )
 from .torch_api import (
+    MODULE_STATE_CONSTRUCTORS,
+    TENSOR_METADATA_ATTRS,
     dtype_class_of,
     module_method_value,
     ndarray_method_value,
@@ -555,10 +558,13 @@ class _Walker:
 
     def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
         annotated = annotation_value(arg.annotation)
+        passed = self.func.arg_values.get(arg.arg) if self.mode == REPORT else None
         if annotated is not None and annotated.kind is not Kind.NONE:
+            # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
+            if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
+                return passed
             return annotated
         if self.mode == REPORT:
-            passed = self.func.arg_values.get(arg.arg)
             if passed is not None and passed.kind is not Kind.UNKNOWN:
                 return passed
         hint = hint_for_name(arg.arg, parameter=True)
@@ -694,6 +700,9 @@ class _Walker:
         body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
         body_hot = body_hot and not self._leaves_hot_region(node.body)
         else_hot = hot and not self._leaves_hot_region(node.orelse)
+        # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
+        eager = eager_truth(node.test, self.qualname)
+        body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
         before = self.env
         self.env = dict(before)
         self.hot = body_hot
@@ -704,7 +713,10 @@ class _Walker:
         self.body(node.orelse)
         after_else = self.env
         self.hot = hot
-        self.env = self._merge_branches([(node.body, after_body), (node.orelse, after_else)], before)
+        branches = [(node.body, after_body), (node.orelse, after_else)]
+        if eager is not None:
+            branches = [branches[0] if eager else branches[1]]
+        self.env = self._merge_branches(branches, before)
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
@@ -929,7 +941,7 @@ class _Walker:
             base = self.ev(target.value)
             if value.kind is Kind.UNKNOWN:
                 hint = hint_for_name(target.attr)
-                if hint is not None:
+                if hint is not None and hint.kind is not Kind.TENSOR:  # `self.loss = cfg.loss` is a name
                     value = hint
             if self.mode == SUMMARY and base.ref is not None and base.kind in (Kind.MODULE, Kind.OBJECT):
                 cls = self.file.classes.get(base.ref)
@@ -985,7 +997,9 @@ class _Walker:
         if kind is Kind.TENSOR:
             return tensor_attribute_value(attr, base)
         if kind is Kind.BATCH:
-            return base
+            # A batch is a tensor or a structure of them; `.shape` / `.dtype` / ... only
+            # exist on the tensor.
+            return tensor_attribute_value(attr, base) if attr in TENSOR_METADATA_ATTRS else base
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(base.ref) if base.ref else None
             if cls is not None:
@@ -1002,13 +1016,13 @@ class _Walker:
                     return DEVICE
                 if attr in ("weight", "bias"):
                     return TENSOR
-            return hint_for_name(attr) or UNKNOWN
+            return _attribute_hint(attr)
         if kind is Kind.NDARRAY:
             return PYTHON if attr in ("shape", "ndim", "size", "dtype") else NDARRAY
         if kind in (Kind.PYTHON, Kind.DEVICE, Kind.DTYPE, Kind.OPTIMIZER, Kind.NONE):
             return PYTHON
         if kind is Kind.UNKNOWN:
-            return hint_for_name(attr) or UNKNOWN
+            return _attribute_hint(attr)
         return UNKNOWN
 
     def ev_Subscript(self, node: ast.Subscript) -> Value:
@@ -1098,9 +1112,10 @@ class _Walker:
         lk, rk = left.kind, right.kind
         if lk is Kind.TENSOR or rk is Kind.TENSOR or lk is Kind.BATCH or rk is Kind.BATCH:
             if isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
-                dtype = "bool" if left.dtype == "bool" and right.dtype in ("bool", None) and (rk is Kind.TENSOR or right.kind is Kind.PYTHON) else None
-                if left.dtype == "bool" and right.dtype == "bool":
-                    dtype = "bool"
+                # Combining a mask with something: a mask, unless the other side is known
+                # to hold another dtype.
+                dtypes = {left.dtype, right.dtype}
+                dtype = "bool" if "bool" in dtypes and dtypes <= {"bool", None} else None
             else:
                 dtype = left.dtype if left.dtype == right.dtype else None
             zero_dim = (left.zero_dim or lk is Kind.PYTHON) and (right.zero_dim or rk is Kind.PYTHON)
@@ -1117,6 +1132,12 @@ class _Walker:
         values = [self.ev(node.left)] + [self.ev(c) for c in node.comparators]
         if any(isinstance(op, (ast.In, ast.NotIn, ast.Is, ast.IsNot)) for op in node.ops):
             return PYTHON
+        if any(isinstance(c, ast.Constant) and isinstance(c.value, (str, bytes))
+               for c in (node.left, *node.comparators)):
+            return PYTHON  # `self.loss == "mse"`: tensors are never compared with strings
+        if any(v.kind in (Kind.DTYPE, Kind.DEVICE) or (v.kind is Kind.REF and dtype_class_of(v.ref))
+               for v in values):
+            return PYTHON  # `x.dtype == torch.float16`
         tensors = [v for v in values if v.kind is Kind.TENSOR]
         if tensors:
             if any(isinstance(c, ast.Constant) and c.value is None for c in [node.left, *node.comparators]):
@@ -1125,8 +1146,8 @@ class _Walker:
             return Value(Kind.TENSOR, dtype="bool", zero_dim=zero, device=merged_device(values))
         if any(v.kind is Kind.NDARRAY for v in values):
             return NDARRAY
-        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF) for v in values):
-            return PYTHON
+        if all(v.kind in (Kind.PYTHON, Kind.NONE, Kind.DEVICE, Kind.DTYPE, Kind.REF, Kind.SEQ) for v in values):
+            return PYTHON  # shapes and tuples compare to a Python bool
         if any(v.kind is Kind.BATCH for v in values):
             return Value(Kind.TENSOR, dtype="bool", device=merged_device(values))
         return UNKNOWN
@@ -1140,7 +1161,16 @@ class _Walker:
 
     def ev_IfExp(self, node: ast.IfExp) -> Value:
         self.ev(node.test)
-        return join(self.ev(node.body), self.ev(node.orelse))
+        eager = eager_truth(node.test, self.qualname)  # `a if torch.jit.is_tracing() else b`
+        hot = self.hot
+        self.hot = hot and eager is not False
+        body = self.ev(node.body)
+        self.hot = hot and eager is not True
+        orelse = self.ev(node.orelse)
+        self.hot = hot
+        if eager is None:
+            return join(body, orelse)
+        return body if eager else orelse
 
     def ev_NamedExpr(self, node: ast.NamedExpr) -> Value:
         value = self.ev(node.value)
@@ -1148,12 +1178,15 @@ class _Walker:
         return value
 
     def ev_Lambda(self, node: ast.Lambda) -> Value:
-        saved = self.env
+        saved, hot = self.env, self.hot
         self.env = dict(saved)
+        # The body runs when the lambda is called, which may be never: message thunks such
+        # as `torch._check(cond, lambda: f"{t}")` are only called when the check fails.
+        self.hot = False
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             self.env[arg.arg] = UNKNOWN
         self.ev(node.body)
-        self.env = saved
+        self.env, self.hot = saved, hot
         return PYTHON
 
     def ev_Starred(self, node: ast.Starred) -> Value:
@@ -1249,6 +1282,8 @@ class _Walker:
             return self._tensor_method(name, node, Value(Kind.TENSOR, device=recv.device))
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(recv.ref) if recv.ref else None
+            if name in ("register_buffer", "register_parameter") and cls is not None:
+                self._register_attribute(cls, node, args)
             if cls is not None:
                 method = cls.lookup_method(name)
                 if method is not None:
@@ -1302,6 +1337,16 @@ class _Walker:
             self._mark_step()
             return Value(Kind.TENSOR, zero_dim=hint.loss)
         return UNKNOWN
+
+    def _register_attribute(self, cls: ClassInfo, node: ast.Call, args: list[Value]) -> None:
+        """`self.register_buffer("name", t)` makes `self.name` a tensor."""
+        if self.mode != SUMMARY or not node.args:
+            return
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            value = args[1] if len(args) > 1 and args[1].kind is Kind.TENSOR else TENSOR
+            # Buffers and parameters move with the module (`model.cuda()`): device unknown.
+            self._set_attr(cls, first.value, value.with_device(None))
 
     def _seq_method(self, func: ast.Attribute, recv: Value, name: str, args: list[Value]) -> Value:
         if name in ("append", "extend", "insert") and args and isinstance(func.value, ast.Name):
@@ -1368,6 +1413,8 @@ class _Walker:
                     device = tensor_method_device(qualname.rsplit(".", 1)[1], node, args[0], self.qualname, self.value)
                 elif qualname.count(".") == 1:
                     device = torch_call_device(qualname[6:], node, args, self.qualname, self.value)
+                elif qualname in MODULE_STATE_CONSTRUCTORS:
+                    device = None
                 else:
                     device = merged_device(args)
                 value = value.with_device(device)
@@ -1424,8 +1471,19 @@ class _Walker:
         return binding
 
 
+def _attribute_hint(attr: str) -> Value:
+    """What `obj.<attr>` holds by its name alone: modules, loaders, devices... but never
+    "a tensor" (`self.config.auxiliary_loss` is a flag, not a loss)."""
+    hint = hint_for_name(attr)
+    return hint if hint is not None and hint.kind is not Kind.TENSOR else UNKNOWN
+
+
 def merged_device(values: Iterable[Value]) -> str | None:
-    """The device of an elementwise result: known only when every tensor operand agrees."""
+    """The device of an elementwise result: known only when every tensor operand agrees.
+
+    Unknown operands are taken to be Python numbers (hyperparameters such as
+    `self.layerdrop`): the usual case next to a known tensor.
+    """
     device: str | None = None
     seen = False
     for value in values:
@@ -1435,8 +1493,6 @@ def merged_device(values: Iterable[Value]) -> str | None:
             if seen and value.device != device:
                 return None
             device, seen = value.device, True
-        elif value.kind is Kind.UNKNOWN:
-            return None
     return device
 
 

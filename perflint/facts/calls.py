@@ -33,7 +33,7 @@ _SEQ_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "rever
 _NOT_TENSOR_MODULES = (
     "math.", "random.", "time.", "os.", "sys.", "json.", "logging.", "warnings.", "re.",
     "pathlib.", "collections.", "itertools.count", "functools.", "copy.deepcopy",
-    "pandas.", "PIL.", "cv2.", "yaml.", "pickle.", "argparse.", "datetime.", "string.",
+    "PIL.", "cv2.", "yaml.", "pickle.", "argparse.", "datetime.", "string.",
     "typing.", "dataclasses.", "inspect.", "subprocess.", "shutil.", "glob.",
 )
 _TENSOR_LIBRARIES = ("torchvision.ops.", "einops.", "torch_scatter.", "kornia.", "torchaudio.functional.")
@@ -95,8 +95,8 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
             method = qualname.split(".", 2)[2]
             return tensor_method_value(method, call, args[0], resolve)
         return torch_function_value(qualname, call, args, resolve)
-    if qualname.startswith("numpy."):
-        return NDARRAY
+    if qualname.startswith(("numpy.", "pandas.", "scipy.", "sklearn.", "cupy.")):
+        return NDARRAY  # array libraries: nothing derived from their values is a torch tensor
     if qualname in _WRAPPERS:
         return args[0] if args else UNKNOWN
     if qualname.startswith(_NOT_TENSOR_MODULES):
@@ -111,3 +111,29 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
     if is_loss_function_name(last):
         return TENSOR
     return UNKNOWN
+
+
+# --------------------------------------------------------------------------- host conversions
+# Calls that turn a tensor argument into a Python number through `__float__`, `__int__`,
+# `__index__`, `__bool__` or `__complex__`: each reads the value to the host.
+_SCALAR_CONVERSIONS = frozenset(
+    """builtins.float builtins.int builtins.bool builtins.complex operator.index
+    operator.truth operator.not_""".split()
+)
+# `math` functions that do not convert: `prod` multiplies the elements with `*` (a tensor
+# result), `trunc` raises for tensors (no `__trunc__`).
+_MATH_WITHOUT_CONVERSION = frozenset({"math.prod", "math.trunc"})
+
+
+def converts_to_python_scalar(qualname: str | None) -> bool:
+    """Does this call read its tensor arguments to the host as Python numbers?
+
+    True for `float`, `int`, `bool`, `complex`, `operator.index` / `truth` / `not_` and the
+    `math` functions (`math.sqrt(t)` calls `t.__float__()`, `math.factorial(t)`
+    `t.__index__()`; checked on torch 2.13).
+    """
+    if qualname is None:
+        return False
+    if qualname in _SCALAR_CONVERSIONS:
+        return True
+    return qualname.startswith("math.") and qualname.count(".") == 1 and qualname not in _MATH_WITHOUT_CONVERSION

@@ -101,12 +101,16 @@ class RuleContext:
     def torch_alias(self) -> str | None:
         """The local name bound to the `torch` module, if any."""
         assert self._walker is not None
-        for name in ("torch",):
-            if self._walker.lookup(name).ref == "torch":
-                return name
-        for name, value in self.analysis.module_env.items():
-            if value.kind is Kind.REF and value.ref == "torch":
-                return name
+        # Only names the file binds: `lookup` would also answer the conventional alias
+        # `torch` for an unbound name, and a fix must then add `import torch`.
+        envs = [self._walker.env, *self._walker._outer, self.analysis.module_env]
+        bound = next((env["torch"] for env in envs if "torch" in env), None)
+        if bound is not None and bound.kind is Kind.REF and bound.ref == "torch":
+            return "torch"
+        for env in envs:
+            for name, value in env.items():
+                if value.kind is Kind.REF and value.ref == "torch":
+                    return name
         return None
 
     # ----------------------------------------------------------------- source

@@ -16,6 +16,7 @@ from .values import (
     LOSS_MODULE,
     MODULE,
     OPTIMIZER,
+    PYTHON,
     SCALAR_TENSOR,
     Value,
 )
@@ -31,7 +32,15 @@ _LOSS_FN = re.compile(r"^(?:criterion|criterions|loss_fn|loss_func|loss_function
 _OPTIMIZER = re.compile(r"^(?:optimizer|optim|opt)$|_(?:optimizer|optim)$|^optimizer_")
 _DEVICE = re.compile(r"^(?:device|dev)$|_device$")
 _BATCH = re.compile(r"^(?:batch|minibatch|mini_batch|data_batch)$|_batch$")
-_LOSS = re.compile(r"^loss$|_loss$|^loss_(?!fn|func|scale|scaler|weight)")
+_LOSS = re.compile(
+    r"^loss$|_loss$|^loss_(?!fn|func|scale|scaler|weight|key|name|type|dict|list|map|cfg|config|kwargs"
+    r"|args|coef|factor|str|log|history|items)"
+)
+# Parameters with these names hold Python values (strings, sizes), whatever a caller passed:
+# `forward(self, x, layer_type)`, `forward(self, x, patch_height, patch_width)`.
+_PYTHON_PARAMETER = re.compile(
+    r"(?:^|_)(?:type|name|mode|kind|prefix|suffix|path|dir|height|width|size|dim|stride)$"
+)
 
 
 def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
@@ -48,6 +57,17 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
         return DEVICE
     if parameter and _BATCH.search(lower):
         return BATCH
+    if parameter and _PYTHON_PARAMETER.search(lower):
+        return PYTHON
     if _LOSS.search(lower) and not lower.endswith(("_losses",)):
         return SCALAR_TENSOR
     return None
+
+
+_LOGGER = re.compile(r"^_*(?:logger|log)$|_(?:logger|log)$|^logger_", re.I)
+LOG_LEVEL_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "fatal", "log"})
+
+
+def is_logger_name(name: str) -> bool:
+    """`logger`, `log`, `LOGGER`, `_logger`, `self.train_logger`: a `logging.Logger` by name."""
+    return bool(_LOGGER.search(name))

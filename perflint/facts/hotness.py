@@ -57,7 +57,25 @@ def terminates(body: list[ast.stmt]) -> type | None:
     last = body[-1]
     if isinstance(last, (ast.Raise, ast.Return, ast.Break, ast.Continue)):
         return type(last)
+    if _always_fails(last):
+        return ast.Raise
     return None
+
+
+def _always_fails(stmt: ast.stmt) -> bool:
+    """`assert False, msg` and `torch._assert(False, msg)`: a raise spelled as an assert."""
+    if isinstance(stmt, ast.Assert):
+        test = stmt.test
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.value.args:
+        call = stmt.value
+        if receiver_name(call.func) != "_assert" or not isinstance(
+            call.func, (ast.Name, ast.Attribute)
+        ):
+            return False
+        test = call.args[0]
+    else:
+        return False
+    return isinstance(test, ast.Constant) and test.value is False
 
 
 def _is_mod_zero(node: ast.expr) -> bool:
@@ -81,3 +99,48 @@ def is_throttled_test(node: ast.expr) -> bool:
         name = receiver_name(node.func).lower()
         return name.startswith(("should_log", "is_log", "should_eval", "should_save"))
     return False
+
+
+# Checks that are False whenever PyTorch runs eagerly (not TorchScript, tracing or export):
+# code under them never runs in an eager training loop, and code under their negation
+# always does.
+EAGER_FALSE_CALLS = frozenset(
+    """torch.jit.is_scripting torch.jit.is_tracing torch._C._get_tracing_state
+    torch._jit_internal.is_scripting torchvision._is_tracing torch.onnx.is_in_onnx_export
+    torch.onnx.is_onnx_export torch.compiler.is_compiling torch.compiler.is_dynamo_compiling
+    torch.compiler.is_exporting torch._dynamo.is_compiling torch.fx._symbolic_trace.is_fx_tracing""".split()
+)
+# The same checks re-exported by libraries under these names (transformers'
+# `is_torchdynamo_compiling`, helpers called `_is_tracing`), matched when unresolved.
+EAGER_FALSE_NAMES = frozenset(
+    {"is_torchdynamo_compiling", "is_torchdynamo_exporting", "is_tracing", "_is_tracing",
+     "is_scripting", "is_compiling", "is_dynamo_compiling", "is_in_onnx_export", "is_fx_tracing"}
+)
+
+
+def eager_truth(test: ast.expr, qualname) -> bool | None:
+    """The value of an `if` test in eager mode when it is known (`torch.jit.is_scripting()`
+    is False); `qualname(expr)` resolves a called name. None when it depends on data."""
+    if isinstance(test, ast.Constant):  # `if 0:` / `if False:` (disabled debug code)
+        return bool(test.value)
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return False
+    if isinstance(test, ast.Call) and not test.args and not test.keywords:
+        name = qualname(test.func)
+        if name in EAGER_FALSE_CALLS:
+            return False
+        last = (name or receiver_name(test.func)).rsplit(".", 1)[-1]
+        return False if last in EAGER_FALSE_NAMES else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = eager_truth(test.operand, qualname)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [eager_truth(v, qualname) for v in test.values]
+        if isinstance(test.op, ast.Or):
+            if any(v is True for v in values):
+                return True
+            return False if all(v is False for v in values) else None
+        if any(v is False for v in values):
+            return False
+        return True if all(v is True for v in values) else None
+    return None

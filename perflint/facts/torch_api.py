@@ -71,6 +71,8 @@ _TORCH_PYTHON_FUNCS = frozenset(
     can_cast Generator Stream Event set_rng_state _assert _assert_async set_anomaly_enabled
     is_anomaly_enabled get_device_module is_inference cond vmap func""".split()
 )
+# torch.get_autocast_dtype(), torch.is_grad_enabled(), torch.set_default_dtype(...), ...
+_PYTHON_PREFIXES = ("get_", "is_", "set_", "are_", "use_", "has_")
 _TORCH_SEQ_FUNCS = frozenset(
     """split chunk unbind tensor_split hsplit vsplit dsplit meshgrid broadcast_tensors sort
     topk kthvalue mode aminmax std_mean var_mean frexp cummax cummin lu lu_unpack qr svd
@@ -131,6 +133,11 @@ _TENSOR_PYTHON_ATTRS = frozenset(
     grad_fn layout names nbytes itemsize output_nr is_nested _version""".split()
 )
 _TENSOR_TENSOR_ATTRS = frozenset("T mT H mH data grad real imag".split())
+# Metadata only a tensor has (not a tuple, dict or list of tensors).
+TENSOR_METADATA_ATTRS = frozenset(
+    """shape ndim dtype device is_cuda is_cpu layout requires_grad nbytes itemsize is_leaf
+    grad_fn""".split()
+)
 
 # Module methods that return the module itself.
 MODULE_SELF_METHODS = frozenset(
@@ -257,14 +264,17 @@ def torch_function_value(
 def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> Value:
     if name in DTYPE_CLASS and not call.args:
         return UNKNOWN  # torch.float32(...) is not a thing; be safe
-    if name in _TORCH_PYTHON_FUNCS:
-        return PYTHON
     if name == "device":
         return DEVICE
-    if name in ("dtype", "result_type", "promote_types", "get_default_dtype"):
+    if name in ("dtype", "result_type", "promote_types", "get_default_dtype", "get_autocast_dtype",
+                "get_autocast_gpu_dtype", "get_autocast_cpu_dtype"):
         return DTYPE
+    if name in _TORCH_PYTHON_FUNCS or name.startswith(_PYTHON_PREFIXES):
+        return PYTHON
     if name == "Size":
         return PYTHON
+    if name == "load":  # whatever was saved: usually a dict (a checkpoint)
+        return UNKNOWN
     if name in ("Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor"):
         return FLOAT_TENSOR if name != "Tensor" else TENSOR
     if name in ("LongTensor", "IntTensor", "ByteTensor", "ShortTensor", "CharTensor"):
@@ -318,6 +328,8 @@ def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> V
 
 def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Value:
     """The value of `t.<name>(...)` for a tensor receiver."""
+    if name in ("size", "stride") and not call.args and not call.keywords:
+        return SHAPE
     if name in TENSOR_PYTHON_METHODS:
         return PYTHON if name != "backward" else NONE
     if name == "numpy":
@@ -367,7 +379,15 @@ def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Valu
     return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
 
 
+# `t.shape`, `t.size()`, `t.stride()`: a tuple of Python ints (torch.Size), never a tensor.
+SHAPE = seq_of(PYTHON)
+
+
 def tensor_attribute_value(name: str, recv: Value) -> Value:
+    if name == "shape":
+        return SHAPE
+    if name.startswith("__"):  # __class__, __dict__, __name__, ...
+        return PYTHON
     if name in _TENSOR_PYTHON_ATTRS or name.startswith(("is_", "has_")):
         return PYTHON
     if name == "device":
@@ -377,8 +397,10 @@ def tensor_attribute_value(name: str, recv: Value) -> Value:
     if name in _TENSOR_TENSOR_ATTRS:
         dtype = recv.dtype if name not in ("real", "imag") else "float"
         return Value(Kind.TENSOR, dtype=dtype, device=recv.device)
-    # Model outputs are often attribute bags (`out.logits`, `out.loss`): treat as tensors.
-    return Value(Kind.TENSOR, device=recv.device)
+    # Model outputs are attribute bags: `out.logits` is a tensor, `out.hidden_states` a tuple
+    # of them. A batch is "a tensor or a structure of tensors": tensor-only methods on it are
+    # reported, truth tests are not.
+    return Value(Kind.BATCH, device=recv.device)
 
 
 def module_method_value(name: str) -> Value:
@@ -456,6 +478,15 @@ def device_of_expr(node: ast.expr | None, resolve, value_of) -> str | None:
     return None
 
 
+# Parameters and buffers move with their module (`model.to(device)`), so where the tensor
+# they wrap was made says nothing about where they live.
+MODULE_STATE_CONSTRUCTORS = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer",
+     "torch.nn.parameter.Buffer", "torch.nn.UninitializedParameter",
+     "torch.nn.parameter.UninitializedParameter", "torch.nn.UninitializedBuffer"}
+)
+
+
 def _common_device(values: list[Value]) -> str | None:
     devices = {v.device for v in values if v.kind is Kind.TENSOR}
     return devices.pop() if len(devices) == 1 else None
@@ -466,6 +497,8 @@ def torch_call_device(name: str, call: ast.Call, args: list[Value], resolve, val
     explicit = keyword(call, "device")
     if explicit is not None:
         return device_of_expr(explicit, resolve, value_of)
+    if any(kw.arg is None for kw in call.keywords):
+        return None  # `**factory_kwargs` may carry a device
     if name == "from_numpy" or name == "frombuffer":
         return "cpu"
     if name.endswith("_like"):
@@ -479,9 +512,13 @@ def torch_call_device(name: str, call: ast.Call, args: list[Value], resolve, val
     return _common_device(args)
 
 
-def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_of) -> str | None:
-    """Device of the tensor `t.<name>(...)` returns."""
-    if name == "cpu" or name == "pin_memory":
+def move_destination(name: str, call: ast.Call, resolve, value_of) -> str | None:
+    """Where `t.cpu()` / `t.cuda()` / `t.to(...)` explicitly sends a tensor, when it can be told.
+
+    `.to()` takes its device from `device=`, or from the first positional argument that is
+    not a dtype (a device string, a `torch.device`, or another tensor whose device is known).
+    """
+    if name == "cpu":
         return "cpu"
     if name == "cuda":
         return "accel"
@@ -489,11 +526,117 @@ def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_
         explicit = keyword(call, "device")
         if explicit is not None:
             return device_of_expr(explicit, resolve, value_of)
+        if any(kw.arg is None for kw in call.keywords):
+            return None
         for arg in call.args:
             if dtype_class_of(resolve(arg)) is not None:
                 continue
             return device_of_expr(arg, resolve, value_of)
+    return None
+
+
+def is_non_blocking(call: ast.Call) -> bool | None:
+    """`non_blocking=` of a copy: True/False when written as a constant, None when it is an
+    expression (unknown). Absent means False (PyTorch's default)."""
+    node = keyword(call, "non_blocking")
+    if node is None:
+        # Positional forms: to(device, dtype, non_blocking), to(dtype, non_blocking),
+        # to(other, non_blocking). A bool constant after the first argument is that flag.
+        flags = [a for a in call.args[1:3] if isinstance(a, ast.Constant) and isinstance(a.value, bool)]
+        return flags[0].value if flags else False
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_of) -> str | None:
+    """Device of the tensor `t.<name>(...)` returns."""
+    if name == "pin_memory":
+        return "cpu"
+    if name in ("cpu", "cuda"):
+        return move_destination(name, call, resolve, value_of)
+    if name == "to":
+        destination = move_destination(name, call, resolve, value_of)
+        if destination is not None or keyword(call, "device") is not None or has_star_args(call):
+            return destination
+        if any(dtype_class_of(resolve(arg)) is None for arg in call.args):
+            return None  # moved to a device we cannot tell
         return recv.device
     if name in ("type_as",):
         return None
     return recv.device
+
+
+# --------------------------------------------------------------------------- host integers
+# Arguments PyTorch reads as Python numbers (sizes, counts, bounds, indices). A tensor passed
+# there is converted with `__index__` / `item()`, which copies it to the host. Each entry is
+# (positions, keywords): `None` positions means every positional argument; a tuple or list
+# literal in such a position is a size whose elements are each read.
+_ALL = None
+INT_ARG_FUNCTIONS: dict[str, tuple[tuple[int, ...] | None, frozenset[str]]] = {
+    **{name: (_ALL, frozenset({"size"})) for name in ("zeros", "ones", "empty", "rand", "randn")},
+    "full": ((0,), frozenset({"size"})),
+    "randint": (_ALL, frozenset({"low", "high", "size"})),
+    "randperm": ((0,), frozenset({"n"})),
+    "eye": (_ALL, frozenset({"n", "m"})),
+    "arange": (_ALL, frozenset({"start", "end", "step"})),
+    "linspace": (_ALL, frozenset({"start", "end", "steps"})),
+    "logspace": ((0, 1, 2), frozenset({"start", "end", "steps"})),
+    "tril_indices": (_ALL, frozenset({"row", "col", "offset"})),
+    "triu_indices": (_ALL, frozenset({"row", "col", "offset"})),
+    "empty_strided": (_ALL, frozenset({"size", "stride"})),
+}
+INT_ARG_METHODS: dict[str, tuple[tuple[int, ...] | None, frozenset[str]]] = {
+    **{name: (_ALL, frozenset({"size", "shape", "sizes", "dims", "repeats"}))
+       for name in ("view", "reshape", "expand", "repeat", "tile", "new_zeros", "new_ones", "new_empty")},
+    "new_full": ((0,), frozenset({"size"})),
+    "narrow": ((1, 2), frozenset({"start", "length"})),
+    "select": ((1,), frozenset({"index"})),
+    "topk": ((0,), frozenset({"k"})),
+    "split": ((0,), frozenset({"split_size", "split_size_or_sections"})),
+    "chunk": ((0,), frozenset({"chunks"})),
+    "roll": ((0,), frozenset({"shifts"})),
+    "unflatten": ((1,), frozenset({"sizes"})),
+}
+# torch.nn.functional.<name>: the same, for functions taking the input first.
+INT_ARG_FUNCTIONAL: dict[str, tuple[tuple[int, ...] | None, frozenset[str]]] = {
+    "pad": ((1,), frozenset({"pad"})),
+}
+
+
+def int_arguments(qualname: str | None, method: str | None, call: ast.Call) -> list[ast.expr]:
+    """The argument expressions of a call that PyTorch reads as host numbers.
+
+    `qualname` is the resolved name of a function call (`torch.zeros`, `torch.reshape`,
+    `torch.nn.functional.pad`); `method` the name of a method called on a tensor (`view`).
+    Tuple / list literals are opened: `torch.zeros((n, 3))` gives `n` and `3`.
+    """
+    spec = None
+    shift = 0
+    if method is not None:
+        spec = INT_ARG_METHODS.get(method)
+    elif qualname is not None and qualname.startswith("torch."):
+        parts = qualname.split(".")
+        if len(parts) == 2:
+            spec = INT_ARG_FUNCTIONS.get(parts[1])
+            if spec is None and parts[1] in INT_ARG_METHODS:
+                spec, shift = INT_ARG_METHODS[parts[1]], 1  # torch.reshape(x, shape)
+        elif qualname.startswith("torch.nn.functional.") and len(parts) == 4:
+            spec = INT_ARG_FUNCTIONAL.get(parts[3])
+    if spec is None:
+        return []
+    positions, keywords = spec
+    found: list[ast.expr] = []
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) or index < shift:
+            continue
+        if positions is None or index - shift in positions:
+            found.append(arg)
+    found.extend(kw.value for kw in call.keywords if kw.arg in keywords)
+    opened: list[ast.expr] = []
+    for node in found:
+        if isinstance(node, (ast.Tuple, ast.List)):
+            opened.extend(e for e in node.elts if not isinstance(e, ast.Starred))
+        else:
+            opened.append(node)
+    return opened

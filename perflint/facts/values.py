@@ -91,6 +91,8 @@ class Value:
 
 
 UNKNOWN = Value(Kind.UNKNOWN)
+_MAYBE_PYTHON = "<maybe python>"
+UNKNOWN_MAYBE_PYTHON = Value(Kind.UNKNOWN, ref=_MAYBE_PYTHON)  # unknown, one path a Python value
 PYTHON = Value(Kind.PYTHON)
 NONE = Value(Kind.NONE)
 TENSOR = Value(Kind.TENSOR)
@@ -141,15 +143,23 @@ def join(a: Value, b: Value) -> Value:
     if a.kind is not b.kind:
         if a.not_tensor and b.not_tensor:
             return PYTHON
+        kinds = {a.kind, b.kind}
         # A tensor on one path and "no idea" on the other is most likely a tensor (an
-        # Optional[Tensor] parameter re-read from a dict, say); a non-tensor on either
-        # path makes it unknown.
-        if {a.kind, b.kind} == {Kind.TENSOR, Kind.UNKNOWN}:
-            return Value(Kind.TENSOR)
+        # Optional[Tensor] parameter re-read from a dict, say) -- unless the unknown side
+        # may itself be a Python value (`n if n is not None else cfg.n`).
+        if kinds == {Kind.TENSOR, Kind.UNKNOWN}:
+            tensor, unknown = (a, b) if a.kind is Kind.TENSOR else (b, a)
+            if unknown.ref == _MAYBE_PYTHON:
+                return UNKNOWN_MAYBE_PYTHON
+            return Value(Kind.TENSOR, device=tensor.device)
+        if Kind.UNKNOWN in kinds and (a.not_tensor or b.not_tensor):
+            return UNKNOWN_MAYBE_PYTHON
         return UNKNOWN
     items = None
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
+    if a.kind is Kind.UNKNOWN:
+        return UNKNOWN_MAYBE_PYTHON if _MAYBE_PYTHON in (a.ref, b.ref) else UNKNOWN
     return Value(
         a.kind,
         dtype=a.dtype if a.dtype == b.dtype else None,

@@ -70,9 +70,33 @@ def _compare_tensors(a: torch.Tensor, b: torch.Tensor, mode: str, rtol: float, a
     return Comparison(equal, "" if equal else f"values differ (max |diff| {diff:.3g})", diff)
 
 
+def _list_as_tensor(value: Any, like: torch.Tensor) -> torch.Tensor | None:
+    """`t.tolist()`-style nested lists, as a tensor of `like`'s kind (float64 for floats)."""
+    if like.is_complex():
+        dtype = torch.complex128
+    elif like.is_floating_point():
+        dtype = torch.float64
+    elif like.dtype == torch.bool:
+        dtype = torch.bool
+    else:
+        dtype = torch.int64
+    try:
+        return torch.tensor(value, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
 def compare_results(a: Any, b: Any, mode: str = "exact", rtol: float = 1e-5, atol: float = 1e-6) -> Comparison:
-    """Do two results hold the same values? `mode` is "exact" (NaN equals NaN) or "close"."""
+    """Do two results hold the same values? `mode` is "exact" (NaN equals NaN) or "close".
+
+    A Python number compares with a 0-dim tensor, and a nested list (`t.tolist()`) with a
+    tensor, by value.
+    """
     ta, tb = _as_tensor(a), _as_tensor(b)
+    if (ta is None) != (tb is None) and isinstance(a if ta is None else b, (list, tuple)):
+        other = _list_as_tensor(a if ta is None else b, tb if ta is None else ta)  # type: ignore[arg-type]
+        if other is not None:
+            ta, tb = (other, tb) if ta is None else (ta, other)
     if ta is not None and tb is not None:
         return _compare_tensors(ta, tb, mode, rtol, atol)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):

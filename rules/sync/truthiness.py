@@ -5,6 +5,8 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
+from .tensor_assert import tested_by_assert
+
 
 class TensorTruthiness(Rule):
     """## What it does
@@ -17,6 +19,9 @@ class TensorTruthiness(Rule):
     Python needs a `bool` to decide which way to go, so `Tensor.__bool__` copies the value to
     the host. That copy waits for every kernel queued before it: the CPU stalls until the GPU
     drains, and the GPU idles while the CPU catches up.
+
+    Conditions of `assert` statements (`assert not t`, `assert t and u`) are reported by
+    `tensor-assert` (PFL207).
 
     Comparisons of shapes or Python numbers (`x.shape[0] > 1`, `x.dim() == 4`,
     `torch.numel(x) > k`) are not tensors and are not reported.
@@ -133,6 +138,17 @@ class TensorTruthiness(Rule):
             """
             import torch
 
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                assert not torch.isnan(loss)
+                assert loss.isfinite() and loss > 0
+            """,
+            note="assert conditions are tensor-assert's (PFL207) findings",
+        ),
+        Valid(
+            """
+            import torch
+
             best = None
             for epoch in range(10):
                 for x, y in loader:
@@ -185,12 +201,14 @@ class TensorTruthiness(Rule):
         self._check_test(node.test, ctx, "... if ... else")
 
     def visit_BoolOp(self, node: ast.BoolOp, ctx: RuleContext) -> None:
+        if tested_by_assert(node, ctx):
+            return  # `assert t and u` / `assert not t`: tensor-assert (PFL207) reports it
         word = "and" if isinstance(node.op, ast.And) else "or"
         for value in node.values[:-1]:  # the last operand is only returned, not tested
             self._check_test(value, ctx, word)
 
     def visit_UnaryOp(self, node: ast.UnaryOp, ctx: RuleContext) -> None:
-        if isinstance(node.op, ast.Not):
+        if isinstance(node.op, ast.Not) and not tested_by_assert(node, ctx):
             self._check_test(node.operand, ctx, "not")
 
     def visit_comprehension_conditions(self, node: ast.expr, ctx: RuleContext) -> None:

@@ -1,0 +1,203 @@
+from __future__ import annotations
+
+import ast
+
+from perflint.facts.context import RuleContext
+from perflint.facts.torch_api import is_non_blocking, keyword, move_destination
+from perflint.rule import Benchmark, Invalid, Rule, Valid
+
+
+class DeviceToHostCopy(Rule):
+    """## What it does
+    Checks for blocking copies of a tensor to host memory in code that runs every step:
+    `t.cpu()`, `t.to("cpu")`, `t.to(torch.device("cpu"))`, `t.to(device="cpu")`,
+    `t.to(cpu_tensor)` and `t.numpy(force=True)`. `t.cpu().numpy()` and
+    `t.detach().cpu()` are one copy and reported once, at the copy.
+
+    Not reported: `t.to("cpu", non_blocking=True)` (no sync; see below), tensors already
+    known to be on the CPU, and `model.cpu()` on modules.
+
+    ## Why is this bad?
+    A device-to-host copy with `non_blocking=False` (the default) is a `cudaMemcpyAsync`
+    followed by a stream synchronize: the CPU waits until every kernel queued before the
+    copy has finished, and the GPU then idles while the CPU prepares the next step.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        logits = model(x)
+        probs = logits.softmax(-1).detach().cpu().numpy()
+        all_probs.append(probs)
+    ```
+
+    ## Use instead
+    Keep per-step results on the device and copy them once, in one batch, after the loop
+    (or every N steps):
+    ```python
+    for x, y in loader:
+        logits = model(x)
+        all_probs.append(logits.softmax(-1).detach())
+    probs = torch.cat(all_probs).cpu().numpy()
+    ```
+    `t.to("cpu", non_blocking=True)` does not wait, but the host data is only valid after a
+    synchronization (for example `torch.cuda.Event.synchronize()`); reading it earlier gives
+    garbage.
+
+    ## References
+    - [Performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization)
+    - [A guide on good usage of `non_blocking` and `pin_memory()`](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
+    """
+
+    code = "PFL203"
+    name = "device-to-host-copy"
+    message = "`{call}` copies a tensor to the host and waits for the GPU every step"
+    triggers = (b"cpu", b"force")
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                a = out.cpu()
+                b = out.to("cpu")
+                c = out.to(torch.device("cpu"))
+                d = out.to(device="cpu")
+                e = out.numpy(force=True)
+                f = out.detach().cpu().numpy()
+            """,
+            count=6,
+        ),
+        Invalid(
+            """
+            import torch as T
+
+            class Head(T.nn.Module):
+                def forward(self, x):
+                    host = T.Tensor.cpu(x)
+                    moved = T.Tensor.to(x, "cpu")
+                    ref = T.zeros(3)
+                    like = x.to(ref)
+                    return host, moved, like
+            """,
+            count=3,
+            note="unbound method forms, and `.to(tensor)` with a CPU tensor",
+        ),
+        Invalid(
+            """
+            import torch
+
+            cpu = torch.device("cpu")
+
+            def evaluate_batch(model, batch):
+                out = model(batch)
+                return out.to(cpu, torch.float32)
+
+            for batch in loader:
+                results.append(evaluate_batch(model, batch))
+            """,
+            note="a device held in a variable, with a dtype",
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                staged = out.to("cpu", non_blocking=True)
+                staged2 = out.to(device="cpu", non_blocking=True)
+            """,
+            note="non_blocking copies do not wait (and are a correctness hazard instead)",
+        ),
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                model.cpu()
+                idx = torch.arange(10).cpu()
+                table = torch.zeros(3).to("cpu")
+                arr = torch.ones(3).numpy()
+                g = out.to("cuda")
+            """,
+            note="modules, tensors already on the CPU, host-to-device moves",
+        ),
+        Valid(
+            """
+            import numpy as np
+            import pandas as pd
+
+            for x, y in loader:
+                a = np.zeros(3)
+                b = a.copy()
+                frame = pd.DataFrame(a)
+                c = frame.to_numpy()
+            """,
+            note="numpy and pandas",
+        ),
+        Valid(
+            """
+            import torch
+
+            outs = []
+            for x, y in loader:
+                outs.append(model(x).detach())
+            all_out = torch.cat(outs).cpu().numpy()
+            """,
+            note="once after the loop",
+        ),
+        Valid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def __init__(self, table):
+                    super().__init__()
+                    self.table = table.cpu()
+
+                def forward(self, x):
+                    return x.float()
+            """,
+            note="__init__ runs once",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            x = torch.randn(size, size, device=device)
+        """,
+        bad="""
+            y = torch.tanh(x)
+            result = y.mean(0).cpu()
+        """,
+        good="""
+            y = torch.tanh(x)
+            result = y.mean(0)
+        """,
+        description="copy a per-step statistic with `.cpu()` vs keep it on the device",
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        call = ctx.method_call(node, "cpu", "to", "numpy")
+        if call is None:
+            return
+        receiver, name = call
+        if not ctx.maybe_tensor(receiver):
+            return
+        unbound = receiver is not getattr(node.func, "value", None)
+        # Look at the arguments after the tensor in `torch.Tensor.to(t, ...)`.
+        own = ast.Call(func=node.func, args=node.args[1:], keywords=node.keywords) if unbound else node
+        if name == "numpy":
+            force = keyword(own, "force")
+            if isinstance(force, ast.Constant) and force.value is True:
+                ctx.report(node, call=".numpy(force=True)")
+            return
+        if name == "cpu":
+            ctx.report(node, call=".cpu()")
+            return
+        if move_destination("to", own, ctx.qualname, ctx.value) != "cpu":
+            return
+        if is_non_blocking(own) is not False:
+            return  # non_blocking=True does not wait; an expression may be True
+        ctx.report(node, call=".to(cpu)")

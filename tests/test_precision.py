@@ -1,0 +1,179 @@
+"""Look-alikes that must stay silent, whatever rules are enabled (`--select ALL`).
+
+A linter that cries wolf gets switched off: each snippet here is code that looks like a
+host-device sync but is not one (numpy, pandas, Python values, shapes, CPU tensors), or is
+one but does not run every step.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from perflint.api import check_source
+
+SILENT = {
+    "numpy look-alikes": """
+        import numpy as np
+        import torch
+
+        for x, y in loader:
+            a = np.asarray(x.shape)
+            b = np.zeros(4)
+            v = b.item() if b.size == 1 else b.sum().item()
+            u = np.unique(b)
+            nz = b.nonzero()
+            picked = b[b > 0]
+            lst = b.tolist()
+            if (b > 0).any():
+                pass
+            model(x)
+    """,
+    "pandas look-alikes": """
+        import pandas as pd
+        import torch
+
+        frame = pd.read_csv("labels.csv")
+        for x, y in loader:
+            classes = frame["label"].unique()
+            first = frame["label"].iloc[0].item()
+            names = frame["name"].tolist()
+            model(x)
+    """,
+    "list and dict methods": """
+        import torch
+
+        history = []
+        stats = {}
+        for x, y in loader:
+            out = model(x)
+            history.append(1.0)
+            i = history.index(1.0)
+            n = history.count(1.0)
+            for key, value in stats.items():
+                pass
+            stats.pop("a", None)
+            if history:
+                pass
+    """,
+    "once after the loop, once per epoch": """
+        import torch
+
+        for epoch in range(10):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            print(f"epoch {epoch}: {loss.item():.3f}")
+            if loss < 0.1:
+                break
+        final = loss.item()
+        print(loss)
+    """,
+    "shape and metadata checks in forward": """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x, mask=None):
+                assert x.dim() == 4, "expected NCHW"
+                assert x.shape[1] == 3
+                assert isinstance(x, torch.Tensor)
+                if torch.numel(x) > 10 and x.size(0) > 1:
+                    x = x * 2
+                if x.dtype == torch.float16 or x.is_cuda or x.device.type == "cuda":
+                    x = x.float()
+                if mask is not None and self.training and x.requires_grad:
+                    x = x * mask
+                n = len(x) + x.shape[0] + x.size(0) + x.dim() + x.numel()
+                print(x.shape, x.dtype)
+                return x.view(n, -1)
+    """,
+    "mask write of a Python number and other non-syncing forms": """
+        import torch
+
+        for x, y in loader:
+            out = model(x)
+            out[y == 0] = 0.0
+            out[torch.isnan(out)] = float("-inf")
+            out = out.masked_fill(y == 1, 0)
+            out = torch.where(out > 0, out, 0.0)
+            rep = out.repeat_interleave(2, dim=0)
+            values, indices = out.max(dim=1)
+            top = out.topk(3, dim=1).indices
+            cpu_copy = out.to("cpu", non_blocking=True)
+    """,
+    "setup code runs once": """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(4, 2)
+        model.cuda()
+        model.to("cuda")
+        weights = torch.ones(3).tolist()
+        scale = torch.tensor(2.0).item()
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("w", torch.ones(3))
+                self.n = int(self.w.sum().item())
+                if self.w.sum() > 0:
+                    self.extra = nn.Linear(3, 3)
+
+            def reset_parameters(self):
+                print(self.w)
+    """,
+    "CPU random numbers in a transform": """
+        import torch
+        import torch.nn as nn
+
+        class RandomFlip(nn.Module):
+            def __init__(self, p=0.5):
+                super().__init__()
+                self.p = p
+
+            def forward(self, img):
+                if torch.rand(1) < self.p:
+                    img = img.flip(-1)
+                angle = float(torch.empty(1).uniform_(-10.0, 10.0).item())
+                k = int(torch.randint(0, 4, (1,)).item())
+                return img
+    """,
+    "logging every N steps, errors, raise messages": """
+        import torch
+
+        for step, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            if step % 100 == 0:
+                print(f"step {step}: {loss.item():.4f} {loss}")
+            if (step + 1) % 50 == 0:
+                print(loss.tolist())
+            try:
+                out = model(x)
+            except RuntimeError:
+                print(loss.item())
+                raise
+            if step > 1000:
+                print(loss.item())
+                break
+    """,
+    "raise messages are built only on failure": """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                if x.shape[0] == 0:
+                    raise ValueError(f"empty batch: {x}")
+                return x
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_look_alikes_stay_silent(name):
+    source = textwrap.dedent(SILENT[name]).lstrip()
+    found = check_source(source, "snippet.py", select=["ALL"])
+    assert found == [], "\n".join(f"{d.location.row}:{d.location.column} {d.code} {d.message}" for d in found)

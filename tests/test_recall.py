@@ -1,0 +1,203 @@
+"""Syncs hidden behind aliases, variables, attributes, returns and helper calls are found.
+
+Each case lists (line, code) pairs that must be reported; other findings are allowed only if
+they are also listed.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from perflint.api import check_source
+
+CASES = {
+    "import aliases": (
+        """
+        import torch as T
+        from torch import nonzero as nz
+        from torch import Tensor
+
+        for x, y in loader:
+            out = model(x)
+            a = T.nonzero(out)
+            b = nz(out > 0)
+            c = Tensor.item(out.sum())
+            d = T.Tensor.item(out.mean())
+        """,
+        {(7, "PFL211"), (8, "PFL211"), (9, "PFL201"), (10, "PFL201")},
+    ),
+    "data flow through variables and unpacking": (
+        """
+        import torch
+
+        for images, labels in train_loader:
+            logits = model(images)
+            probs = logits.softmax(-1)
+            values, indices = probs.max(dim=1)
+            confident = values > 0.9
+            chosen = logits[confident]
+            best = indices
+            total = best.sum()
+            if total > 3:
+                pass
+        """,
+        {(8, "PFL214"), (11, "PFL206")},
+    ),
+    "attributes set in __init__ and in forward": (
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("threshold", torch.zeros(()))
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, x):
+                h = self.proj(x)
+                self.keep = h > self.threshold
+                if self.threshold.abs() > 1:
+                    h = h / 2
+                return h[self.keep]
+        """,
+        {(13, "PFL206"), (15, "PFL214")},
+    ),
+    "returns of helper functions": (
+        """
+        import torch
+
+        def valid_mask(t):
+            return torch.isfinite(t) & (t > 0)
+
+        def scores(model, x):
+            return model(x).sigmoid()
+
+        for x, y in loader:
+            s = scores(model, x)
+            picked = s[valid_mask(s)]
+        """,
+        {(11, "PFL214")},
+    ),
+    "helpers called from the loop are hot, parameters carry tensors": (
+        """
+        import torch
+
+        def log_metrics(loss, logits, labels):
+            acc = (logits.argmax(1) == labels).float().mean()
+            print(acc.item(), loss.item())
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                x, y = batch
+                logits = model(x)
+                loss = torch.nn.functional.cross_entropy(logits, y)
+                loss.backward()
+                optimizer.step()
+                log_metrics(loss, logits, y)
+        """,
+        {(5, "PFL201"), (5, "PFL201")},
+    ),
+    "methods called from forward": (
+        """
+        import torch
+        import torch.nn as nn
+
+        class Detector(nn.Module):
+            def filter(self, boxes, scores):
+                keep = torch.where(scores > 0.5)
+                return boxes[keep]
+
+            def forward(self, boxes, scores):
+                return self.filter(boxes, scores)
+        """,
+        {(6, "PFL211")},
+    ),
+    "loop forms: enumerate/tqdm, while with next(), comprehensions": (
+        """
+        import torch
+        from tqdm import tqdm
+
+        for i, (x, y) in enumerate(tqdm(val_loader)):
+            out = model(x)
+            print(out.sum().item())
+
+        it = iter(loader)
+        while True:
+            batch = next(it)
+            loss = model(batch).mean()
+            loss.backward()
+            value = loss.item()
+
+        totals = [model(x).sum().item() for x, _ in loader]
+        """,
+        {(6, "PFL201"), (13, "PFL201"), (15, "PFL201")},
+    ),
+    "lightning and transformers entry points": (
+        """
+        import torch
+        import lightning as L
+
+        class Lit(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = torch.nn.functional.mse_loss(self(x), y)
+                self.log("loss", loss.item())
+                return loss
+
+        class MyTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False):
+                outputs = model(**inputs)
+                if torch.isnan(outputs.loss):
+                    print("nan")
+                return outputs.loss
+        """,
+        {(8, "PFL201"), (14, "PFL206")},
+    ),
+    "closures passed to optimizer.step": (
+        """
+        import torch
+
+        for x, y in loader:
+            def closure():
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                print(loss.item())
+                return loss
+            optimizer.step(closure)
+        """,
+        {(8, "PFL201")},
+    ),
+    "training loop at module level of a script": (
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        dl = DataLoader(dataset, batch_size=32)
+        net = build()
+        for epoch in range(3):
+            for inputs, targets in dl:
+                inputs, targets = inputs.cuda(), targets.cuda()
+                loss = net(inputs).sub(targets).pow(2).mean()
+                loss.backward()
+                if torch.isnan(loss):
+                    break
+                running = loss.item()
+        """,
+        {(11, "PFL206"), (13, "PFL201")},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hidden_syncs_are_found(name):
+    source, expected = CASES[name]
+    found = check_source(textwrap.dedent(source).lstrip(), "snippet.py", select=["ALL"])
+    got = {(d.location.row, d.code) for d in found}
+    assert expected <= got, f"missing {sorted(expected - got)}; got {sorted(got)}"
+    relevant_codes = {code for _, code in expected}
+    extra = {(row, code) for row, code in got - expected if code in relevant_codes}
+    assert not extra, f"unexpected {sorted(extra)}"
