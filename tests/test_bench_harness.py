@@ -239,3 +239,18 @@ def test_lists_compare_with_tensors_by_value():
     f = torch.tensor([0.1, 0.2], dtype=torch.float32)
     assert compare_results(f.tolist(), f).ok
     assert not compare_results([[1, 2], [3]], t).ok  # ragged: not the same
+
+
+def test_lint_problems_fail_the_check():
+    from perflint.harness.verify import Verification
+
+    ok = Verification("PFL999", "x", "", "syncs", "cpu", 8, [0], [1], [0], "equal", lint_bad=1, lint_good=0)
+    assert ok.passed
+    silent = Verification("PFL999", "x", "", "syncs", "cpu", 8, [0], [1], [0], "equal", lint_bad=0, lint_good=0)
+    assert silent.problems == ["the linter does not report the bad form"]
+    noisy = Verification("PFL999", "x", "", "syncs", "cpu", 8, [0], [1], [0], "equal", lint_bad=1, lint_good=2)
+    assert noisy.problems == ["the linter reports the good form"]
+    same = Verification("PFL999", "x", "", "syncs", "cpu", 8, [0], [1], [1], "equal")
+    assert not same.passed and "does not sync less" in same.problems[0]
+    timed = Verification("PFL999", "x", "", "time", "cpu", 8, [0], [0], [0], "equal")
+    assert timed.passed  # a claim about time is not checked by sync counts

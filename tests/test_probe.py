@@ -323,7 +323,7 @@ def test_catalog_rewrites_sync_less_and_compute_the_same(case, setup, bad, good,
         code, name = "PFL999", "catalog-rewrite"
         benchmark = Benchmark(setup=setup, bad=bad, good=good)
 
-    report = verify_rule(Pair, "cpu", seeds=(0, 1), size=32, check_fix=False)  # type: ignore[arg-type]
+    report = verify_rule(Pair, "cpu", seeds=(0, 1), size=32, use_linter=False)  # type: ignore[arg-type]
     assert report.results == "equal", report.detail
     assert report.syncs_bad == [bad_syncs, bad_syncs] and report.syncs_good == [0, 0], (
         [e.op for e in report.bad_events], [e.op for e in report.good_events])

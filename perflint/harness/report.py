@@ -234,7 +234,7 @@ def measured_section(code: str, summaries: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- tables
 def _rows(run: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     cuda = any("timed" in entry for entry in run["rules"])
-    head = ["Rule", "Name", "Syncs bad→good", "Results", "Fix output"]
+    head = ["Rule", "Name", "Lint bad/good", "Syncs bad→good", "Results", "Fix output"]
     if cuda:
         step = "Step bad → good" if run["kind"] == "cuda" else "Step bad → good (CPU: not a speed claim)"
         head += ["Sync proof", step, "Speedup", "Verdict"]
@@ -244,7 +244,8 @@ def _rows(run: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         check = entry["check"]
         fixed = check.get("fixed")
         fix = "-" if not fixed else f"{fixed['applicability']}: {max(fixed['syncs'])} syncs, {fixed['results']}"
-        row = [entry["code"], entry["name"], f"{max(check['syncs_bad'])}→{max(check['syncs_good'])}",
+        lint = "-" if check.get("lint_bad") is None else f"{check['lint_bad']}/{check['lint_good']}"
+        row = [entry["code"], entry["name"], lint, f"{max(check['syncs_bad'])}→{max(check['syncs_good'])}",
                check["results"], fix]
         if cuda:
             gpu = entry.get("timed") or {}
@@ -413,6 +414,13 @@ def benchmarks_markdown(summaries: dict[str, Any], rule_names: dict[str, str], c
             text += (f"; step time {_us(timing['before_us'])} → {_us(timing['after_us'])} "
                      f"(×{timing['speedup']}, {timing['verdict']})")
         lines.append(text + ".")
-    lines += ["", "## Reproduce", "", f"    {REPRODUCE}", "",
+    lines += ["", "## Files", "",
+              "- `benchmarks/cpu.json`, `benchmarks/cuda-<gpu>.json`: whole runs, as "
+              "`perflint bench --output-format json` prints them (environment, settings, per-rule check,",
+              "  sync events, proof and timings).",
+              "- `benchmarks/rule_summaries.json`: the latest figures per rule and for the end-to-end case,",
+              "  merged across runs; this page and the \"Measured\" section of each rule page are generated",
+              "  from it. Its format is documented in `perflint/harness/report.py`.",
+              "", "## Reproduce", "", f"    {REPRODUCE}", "",
               f"On a GPU: `{REPRODUCE_GPU}`.", ""]
     return "\n".join(lines)

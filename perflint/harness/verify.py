@@ -72,6 +72,8 @@ class Verification:
     bad_events: list[SyncEvent] = field(default_factory=list)
     good_events: list[SyncEvent] = field(default_factory=list)
     fixed: FixedForm | None = None
+    lint_bad: int | None = None  # findings of the rule in the wrapped bad form (None: not linted)
+    lint_good: int | None = None
     seconds: float = 0.0
 
     @property
@@ -89,8 +91,13 @@ class Verification:
             problems.append(f"results: {self.results}" + (f" ({self.detail})" if self.detail else ""))
         if self.claim == "syncs" and not self.fewer_syncs:
             problems.append(f"the good form does not sync less (bad {self.syncs_bad}, good {self.syncs_good})")
-        if self.fixed is not None and self.fixed.applicability == "safe" and self.fixed.results not in ("equal", "close"):
-            problems.append(f"the safe fix changes the result: {self.fixed.detail}")
+        fixed = self.fixed
+        if fixed is not None and fixed.applicability == "safe" and fixed.results not in ("equal", "close"):
+            problems.append(f"the safe fix changes the result: {fixed.detail}")
+        if self.lint_bad == 0:
+            problems.append("the linter does not report the bad form")
+        if self.lint_good:
+            problems.append("the linter reports the good form")
         return problems
 
     @property
@@ -106,6 +113,7 @@ class Verification:
             "passed": self.passed, "problems": self.problems,
             "bad_events": [e.to_json() for e in self.bad_events],
             "good_events": [e.to_json() for e in self.good_events],
+            "lint_bad": self.lint_bad, "lint_good": self.lint_good,
             "fixed": None if self.fixed is None else {
                 "source": self.fixed.source, "applicability": self.fixed.applicability,
                 "syncs": self.fixed.syncs, "results": self.fixed.results, "detail": self.fixed.detail,
@@ -167,6 +175,20 @@ def _judge(benchmark: Benchmark, bad: FormRun, other: FormRun) -> tuple[str, Com
     return ("equal" if benchmark.compare == "exact" else "close"), comparison
 
 
+def lint_counts(rule: type[Rule]) -> tuple[int, int]:
+    """Findings of the rule in its bad and good forms, each wrapped as hot code (`hot_module`)."""
+    from perflint.api import check_source
+
+    benchmark = rule.benchmark
+    assert benchmark is not None
+    counts = []
+    for which in ("bad", "good"):
+        wrapped = hot_module(benchmark, which)
+        found = check_source(wrapped.source, "bench.py", select=[rule.code])
+        counts.append(sum(1 for d in found if d.code == rule.code and wrapped.contains(d.location.row)))
+    return counts[0], counts[1]
+
+
 def fixed_bad_form(rule: type[Rule]) -> tuple[str, str, str] | None:
     """(form, imports, weakest applicability) of the fixer's rewrite of the wrapped bad form."""
     from perflint.api import fix_source
@@ -186,7 +208,8 @@ def fixed_bad_form(rule: type[Rule]) -> tuple[str, str, str] | None:
 
 
 def verify_rule(rule: type[Rule], device: torch.device | str = "cpu", seeds: tuple[int, ...] = DEFAULT_SEEDS,
-                size: int | None = None, check_fix: bool = True) -> Verification:
+                size: int | None = None, use_linter: bool = True) -> Verification:
+    """Check a rule's pair; `use_linter=False` skips the linter and fixer (for pairs of unregistered rules)."""
     benchmark = rule.benchmark
     if benchmark is None:
         raise ValueError(f"{rule.code} has no benchmark pair")
@@ -195,7 +218,9 @@ def verify_rule(rule: type[Rule], device: torch.device | str = "cpu", seeds: tup
         size = min(benchmark.size, CPU_SIZE) if device.type == "cpu" else benchmark.size
     started = time.perf_counter()
     report = Verification(rule.code, rule.name, benchmark.description, benchmark.claim, str(device), size, list(seeds))
-    fixed = fixed_bad_form(rule) if check_fix else None
+    fixed = fixed_bad_form(rule) if use_linter else None
+    if use_linter:
+        report.lint_bad, report.lint_good = lint_counts(rule)
     if fixed is not None:
         report.fixed = FixedForm(fixed[0], fixed[2])
     outcome = "equal" if benchmark.compare == "exact" else "close"
