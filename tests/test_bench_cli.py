@@ -35,6 +35,16 @@ def test_without_torch_the_linter_still_works(tmp_path):
     assert "PFL201" in done.stdout
 
 
+def test_docs_generation_does_not_need_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from pathlib import Path\nfrom perflint.docs import generated_files\n"
+            "files = generated_files(Path('docs'))\n"
+            "assert any(p.name == 'benchmarks.md' for p in files)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.torch
 def test_bench_one_rule_as_json():
     result = CliRunner().invoke(main, ["bench", "--device", "cpu", "--rule", "PFL201", "--output-format", "json"])
