@@ -314,5 +314,10 @@ def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
         click.echo("\n\n".join(rule_text(r) for r in rules))
 
 
+from .harness.command import bench as _bench  # noqa: E402 (torch is imported only when it runs)
+
+main.add_command(_bench)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -50,13 +50,13 @@ def rule_json(rule: type[Rule]) -> dict[str, Any]:
 
 
 def _benchmark_section(rule: type[Rule], results: dict[str, Any]) -> str:
-    entry = results.get(rule.code)
+    """The "Measured" section: figures from docs/benchmarks/rule_summaries.json (see
+    `perflint.harness.report` for the format), never typed in by hand."""
     if rule.benchmark is None:
         return ""
-    if not entry:
-        return ("\n## Measured\nNo `perflint bench` result has been recorded for this rule yet.\n")
-    lines = ["", "## Measured", entry.get("summary", "").strip(), ""]
-    return "\n".join(lines)
+    from .harness.report import measured_section
+
+    return f"\n## Measured\n{measured_section(rule.code, results)}\n"
 
 
 def rule_page(rule: type[Rule], results: dict[str, Any] | None = None) -> str:
@@ -86,18 +86,23 @@ def rules_table() -> str:
 
 
 def load_results(docs_dir: Path) -> dict[str, Any]:
-    path = docs_dir / "benchmarks" / "rule_summaries.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """docs/benchmarks/rule_summaries.json, or an empty summary when there is none."""
+    from .harness.report import SUMMARIES_FILE, load_summaries
+
+    return load_summaries(docs_dir / "benchmarks" / SUMMARIES_FILE)
 
 
 def generated_files(docs_dir: Path) -> dict[Path, str]:
+    from .harness.report import CHARTS, benchmarks_markdown
+
     results = load_results(docs_dir)
     files = {docs_dir / "rules.md": rules_table()}
     for rule in all_rules():
         files[docs_dir / "rules" / f"{rule.name}.md"] = rule_page(rule, results)
+    charts = [f"benchmarks/{name}" for name in (CHARTS["cuda"], CHARTS["cpu"])
+              if (docs_dir / "benchmarks" / name).exists()]
+    names = {rule.code: rule.name for rule in all_rules()}
+    files[docs_dir / "benchmarks.md"] = benchmarks_markdown(results, names, charts)
     return files
 
 

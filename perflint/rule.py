@@ -60,11 +60,24 @@ class Invalid:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """An executable bad/good pair proving the rule's claim.
+    """An executable bad/good pair proving the rule's claim (run by `perflint bench`).
 
-    `setup` runs once with `device` (a torch.device) and `torch` in scope and defines the
-    inputs; `bad` and `good` are statement blocks that each leave their result in `result`.
-    `work` is queued before the pattern on every step so that there is GPU work to wait for.
+    `setup` runs once with `torch`, `device` (a torch.device) and `size` (an int) in scope
+    and defines the inputs; write shapes in terms of `size`: it is `Benchmark.size` in GPU
+    timing and 64 in the CPU check, so CI stays fast. `bad` and `good` are statement blocks
+    that each leave their result in `result`; they run in the setup's namespace. Realistic
+    GPU work is queued before the pattern by the harness (a GEMM chain it sizes and sweeps),
+    so the forms hold only the pattern.
+
+    - `equal_results=False`: the good form is only equivalent in distribution (different
+      random draws); results are then compared by type, shape and dtype only, and the rule's
+      docs must say why.
+    - `compare`: "exact" (same values; NaN equals NaN) or "close" (`rtol`/`atol`, for a
+      different summation order).
+    - `claim`: "syncs" (the good form must perform fewer host-device syncs: checked on a CPU
+      by the sync probe and on CUDA by `set_sync_debug_mode` and the profiler) or "time" (the
+      cost is not a sync, e.g. extra kernels or allocator traffic: only GPU timing checks it).
+    - `steps`: steps per timed repeat on CUDA (at least 50).
     """
 
     setup: str
@@ -75,6 +88,16 @@ class Benchmark:
     compare: str = "exact"  # "exact" or "close"
     steps: int = 50
     extra: dict[str, str] = field(default_factory=dict)
+    size: int = 1024  # the value of `size` in GPU timing
+    claim: str = "syncs"  # "syncs" or "time"
+    rtol: float = 1e-5  # for compare="close"
+    atol: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.compare not in ("exact", "close"):
+            raise ValueError(f"Benchmark.compare must be 'exact' or 'close', not {self.compare!r}")
+        if self.claim not in ("syncs", "time"):
+            raise ValueError(f"Benchmark.claim must be 'syncs' or 'time', not {self.claim!r}")
 
     def snippet(self, which: str) -> str:
         return textwrap.dedent(getattr(self, which)).strip("\n")

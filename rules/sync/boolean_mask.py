@@ -164,22 +164,20 @@ class BooleanMaskIndexing(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            logits = torch.randn(size, 10, device=device)
+            y = torch.randint(-1, 10, (size,), device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            result = y[y > 0].sum()
+            valid = y != -1
+            loss = torch.nn.functional.cross_entropy(logits[valid], y[valid])
+            result = loss
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            result = torch.where(y > 0, y, 0).sum()
+            valid = y != -1
+            loss = torch.nn.functional.cross_entropy(logits, torch.where(valid, y, -100), ignore_index=-100)
+            result = loss
         """,
-        description="sum over `x[mask]` vs `torch.where(mask, x, 0)`",
+        description="cross-entropy over `logits[mask]` vs `ignore_index` (the fix's output)",
         compare="close",
     )
 

@@ -153,26 +153,17 @@ class TensorItem(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            loss = y.mean()
-            total = loss.item()
-            result = total
+            loss = torch.tanh(x).mean()
+            result = loss.item()
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            loss = y.mean()
-            total = loss.detach()
-            result = total
+            loss = torch.tanh(x).mean()
+            result = loss.detach()
         """,
-        description="log the loss with `.item()` every step vs keep it on the device",
+        description="read the loss with `.item()` every step vs keep it on the device",
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:

@@ -133,20 +133,15 @@ class TensorMembershipTest(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             labels = y.argmax(1)
             result = labels.clamp(max=10) if 3 in labels else labels
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             labels = y.argmax(1)
             result = torch.where((labels == 3).any(), labels.clamp(max=10), labels)
         """,

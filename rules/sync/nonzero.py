@@ -159,24 +159,17 @@ class Nonzero(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            n = torch.nonzero(y > 0).shape[0]
-            result = torch.tensor(n)
+            n = torch.nonzero(x > 0).shape[0]
+            result = n
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            n = torch.count_nonzero(y > 0)
-            result = n.cpu() if False else n
+            n = torch.count_nonzero(x > 0)
+            result = n
         """,
-        description="count with `nonzero().shape[0]` vs `count_nonzero`",
+        description="count with `nonzero().shape[0]` vs `count_nonzero` (the fix's output)",
     )
 
     # ----------------------------------------------------------------- detection

@@ -158,19 +158,14 @@ class TensorAsIndex(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = y[y[:, 0].argmax()]
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = y.index_select(0, y[:, 0].argmax().view(1)).squeeze(0)
         """,
         description="`x[t.argmax()]` vs `index_select` with the index kept on the device",

@@ -163,21 +163,17 @@ class TensorTruthiness(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
+            x[torch.rand(size, size, device=device) < 0.0005] = float("nan")
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             if torch.isnan(y).any():
                 y = torch.zeros_like(y)
             result = y
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             y = torch.where(torch.isnan(y).any(), torch.zeros_like(y), y)
             result = y
         """,
