@@ -155,21 +155,16 @@ class Bincount(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
-            labels = torch.randint(0, 100, (1 << 20,), device=device)
+            x = torch.randn(size, size, device=device)
+            labels = torch.randint(0, 100, (size * size,), device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             shifted = labels + (y[0, 0] > 2).long()
             result = torch.bincount(shifted, minlength=101)
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             shifted = labels + (y[0, 0] > 2).long()
             result = torch.zeros(101, dtype=torch.long, device=shifted.device).scatter_add_(
                 0, shifted, torch.ones_like(shifted))

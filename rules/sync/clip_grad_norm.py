@@ -158,8 +158,8 @@ class ClipGradNormErrorIfNonfinite(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(4)]).to(device)
-            x = torch.randn(256, 1024, device=device)
+            model = torch.nn.Sequential(*[torch.nn.Linear(size, size) for _ in range(4)]).to(device)
+            x = torch.randn(256, size, device=device)
         """,
         bad="""
             model.zero_grad()

@@ -175,20 +175,15 @@ class LinalgErrorCheck(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
-            a = torch.randn(256, 32, 32, device=device) + 32 * torch.eye(32, device=device)
+            x = torch.randn(size, size, device=device)
+            a = torch.randn(max(size // 4, 1), 32, 32, device=device) + 32 * torch.eye(32, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.linalg.inv(a + y[0, 0])
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.linalg.inv_ex(a + y[0, 0]).inverse
         """,
         description="`torch.linalg.inv` vs `torch.linalg.inv_ex` on a batch of 32x32 matrices",

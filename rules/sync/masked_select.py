@@ -108,19 +108,14 @@ class MaskedSelect(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.masked_select(y, y > 0).sum()
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.where(y > 0, y, 0).sum()
         """,
         description="sum over `masked_select` vs `torch.where`",

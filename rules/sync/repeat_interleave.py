@@ -145,21 +145,16 @@ class RepeatInterleaveWithoutOutputSize(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
             rows = torch.randn(4096, 64, device=device)
             counts = torch.full((4096,), 2, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.repeat_interleave(rows + y[0, 0], counts, dim=0)
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.repeat_interleave(rows + y[0, 0], counts, dim=0, output_size=8192)
         """,
         description="`repeat_interleave` with tensor repeats, without vs with `output_size`",

@@ -139,21 +139,15 @@ class ExplicitSynchronize(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            y = torch.tanh(x)
+            torch.cuda.synchronize()
             result = y
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = y
         """,
         description="a `torch.cuda.synchronize()` every step vs none",

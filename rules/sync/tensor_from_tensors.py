@@ -182,19 +182,14 @@ class TensorFromTensorList(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
+            x = torch.randn(size, size, device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.tensor([y.mean(), y.std(), y.max()])
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             result = torch.stack([y.mean(), y.std(), y.max()]).detach()
         """,
         description="`torch.tensor([t0, t1, t2])` vs `torch.stack([...]).detach()`",

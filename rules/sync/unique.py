@@ -210,21 +210,16 @@ class Unique(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(1024, 1024, device=device)
-            x = torch.randn(1024, 1024, device=device)
-            labels = torch.randint(0, 150, (1 << 20,), device=device)
+            x = torch.randn(size, size, device=device)
+            labels = torch.randint(0, 150, (size * size,), device=device)
         """,
         bad="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             n = torch.unique(labels + (y[0, 0] > 2)).numel()
             result = torch.tensor(n)
         """,
         good="""
-            y = x
-            for _ in range(4):
-                y = torch.tanh(y @ w)
+            y = torch.tanh(x)
             s = (labels + (y[0, 0] > 2)).flatten().sort().values
             result = (s[1:] != s[:-1]).sum() + (s.numel() > 0)
         """,
