@@ -6,6 +6,7 @@ The registry is this explicit list: adding a rule is one module plus one line he
 from __future__ import annotations
 
 from .meta.cannot_analyze import CannotAnalyze
+from .meta.unused_noqa import UnusedNoqa
 from .sync.boolean_mask import BooleanMaskIndexing
 from .sync.item import TensorItem
 from .sync.nonzero import Nonzero
@@ -13,6 +14,7 @@ from .sync.truthiness import TensorTruthiness
 
 RULES = [
     CannotAnalyze,
+    UnusedNoqa,
     TensorItem,
     TensorTruthiness,
     Nonzero,

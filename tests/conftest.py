@@ -22,3 +22,28 @@ def _has_torch() -> bool:
 @pytest.fixture(scope="session")
 def rules():
     return all_rules()
+
+
+# --------------------------------------------------------------------------- snapshots
+SNAPSHOTS = __import__("pathlib").Path(__file__).parent / "snapshots"
+UPDATE_ENV = "PERFLINT_UPDATE_SNAPSHOTS"
+
+
+@pytest.fixture
+def snapshot():
+    """`snapshot(name, text)`: compare with tests/snapshots/<name>; run with
+    PERFLINT_UPDATE_SNAPSHOTS=1 to (re)write the golden files."""
+    import os
+
+    def check(name: str, text: str) -> None:
+        path = SNAPSHOTS / name
+        if os.environ.get(UPDATE_ENV):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8", newline="\n")
+            return
+        assert path.exists(), f"no snapshot {path}; run with {UPDATE_ENV}=1 to create it"
+        expected = path.read_text(encoding="utf-8")
+        assert text == expected, f"{name} changed; run with {UPDATE_ENV}=1 to accept\n" + "".join(
+            __import__("difflib").unified_diff(expected.splitlines(True), text.splitlines(True), "snapshot", "now"))
+
+    return check
