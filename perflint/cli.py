@@ -138,6 +138,8 @@ def _run_inner(kw: dict, fix: bool) -> int:
     overrides = _overrides(kw)
     diff_only = kw["diff"]
     if "-" in (str(p) for p in paths):
+        if kw["add_noqa"] or kw["show_files"]:
+            raise UsageFailure("--add-noqa and --show-files work on files, not stdin")
         return _run_stdin(kw, overrides, fix or diff_only)
     resolver = SettingsResolver(Path.cwd(), overrides, kw["config_path"])
     output_format = kw["output_format"] or resolver.default.output_format or "concise"

@@ -18,7 +18,7 @@ from .facts.analysis import FileAnalysis
 from .facts.context import RuleContext
 from .fixes import materialize_fix
 from .noqa import Suppressions, parse_suppressions
-from .noqa_tools import noqa_rows
+from .noqa_tools import NoqaRowMap
 from .rule import FileError, RawFinding, Rule, SuppressionReport
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic, Location
@@ -87,10 +87,11 @@ class Linter:
         try:
             if walk:
                 findings = self._analyze(source, tree, [cls() for cls in self._walk_rules])
-            suppressions = parse_suppressions(source.text)
-            result.diagnostics = self._diagnostics(source, findings, suppressions) if findings else []
-            if post:
-                result.diagnostics = self._after_suppressions(source, post, suppressions, result.diagnostics)
+            if findings or post:  # tokenizing for comments costs; only when something needs it
+                suppressions = parse_suppressions(source.text)
+                result.diagnostics = self._diagnostics(source, findings, suppressions) if findings else []
+                if post:
+                    result.diagnostics = self._after_suppressions(source, post, suppressions, result.diagnostics)
         except RecursionError:
             return self._error_result(path, FileError("cannot analyze: nesting too deep"))
         except Exception as exc:  # a bug of ours must not stop the run or lose the file
@@ -118,7 +119,7 @@ class Linter:
         if suppressions is None:
             suppressions = parse_suppressions(source.text)
         by_code = {r.code: r for r in self.rule_classes}
-        noqa_map = noqa_rows(source.text)
+        noqa_map = NoqaRowMap(source.text)
         seen: set[tuple] = set()
         out: list[Diagnostic] = []
         for finding in findings:
@@ -130,12 +131,7 @@ class Linter:
             if key in seen:
                 continue
             seen.add(key)
-            # The noqa row is where `--add-noqa` writes; a comment on the first line of the
-            # finding is honoured too.
-            row = diagnostic.location.row
-            if suppressions.suppresses(diagnostic.code, diagnostic.noqa_row or row) or (
-                diagnostic.noqa_row != row and suppressions.suppresses(diagnostic.code, row)
-            ):
+            if suppressions.suppresses(diagnostic.code, diagnostic.noqa_row or diagnostic.location.row):
                 continue
             out.append(diagnostic)
         out.sort(key=Diagnostic.sort_key)
@@ -149,7 +145,7 @@ class Linter:
             source=source,
             suppressions=suppressions,
             enabled_codes=frozenset(self.codes),
-            known_codes=frozenset(r.code for r in all_rules()),
+            known_codes=frozenset(r.code for r in all_rules()) | frozenset(self.codes),
             diagnostics=list(diagnostics),
         )
         findings = [finding for cls in rules for finding in cls().after_suppressions(report)]
@@ -161,7 +157,7 @@ class Linter:
         return parse_suppressions(source.text)
 
     def _to_diagnostic(self, source: SourceFile, rule: type[Rule], finding: RawFinding,
-                       noqa_map: dict[int, int] | None = None) -> Diagnostic:
+                       noqa_map: NoqaRowMap | None = None) -> Diagnostic:
         if finding.node is not None:
             row, col, end_row, end_col = source.node_span(finding.node)
         elif finding.span is not None:
@@ -179,7 +175,7 @@ class Linter:
             location=Location(row, col + 1),
             end_location=Location(end_row, end_col + 1),
             fix=fix,
-            noqa_row=(noqa_map or {}).get(row, row),
+            noqa_row=noqa_map(row) if noqa_map is not None else row,
             url=rule.url(),
         )
 

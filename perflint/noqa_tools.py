@@ -73,6 +73,47 @@ def noqa_rows(text: str) -> dict[int, int]:
     return mapping
 
 
+class NoqaRowMap:
+    """`noqa_rows` computed only when needed: tokenizing a file costs more than analyzing
+    it, so a cheap test on each finding's row comes first (a backslash at the end of the
+    line, or an odd number of triple quotes before the end of the line: the row may be
+    inside a multi-line string). A row that passes is mapped to itself."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._possible = bool(_JOINS.search(text)) or (sys.version_info >= (3, 12) and "{" in text)
+        self._exact: dict[int, int] | None = None
+        self._line_starts: list[int] | None = None
+        self._triples: list[list[int]] | None = None
+
+    def __call__(self, row: int) -> int:
+        if not self._possible:
+            return row
+        if self._exact is None and not self._maybe_joined(row):
+            return row
+        if self._exact is None:
+            self._exact = noqa_rows(self.text)
+        return self._exact.get(row, row)
+
+    def _maybe_joined(self, row: int) -> bool:
+        import bisect
+
+        if self._line_starts is None:
+            self._line_starts = _line_starts(self.text)
+            self._triples = [[m.start() for m in re.finditer(q, self.text)] for q in ('"""', "'''")]
+        starts = self._line_starts
+        if not 1 <= row <= len(starts):
+            return False
+        line_start, line_end = _line_bounds(self.text, starts, row)
+        line = self.text[line_start:line_end]
+        if line.rstrip().endswith("\\"):
+            return True
+        if sys.version_info >= (3, 12) and line.count("{") != line.count("}"):
+            return True
+        assert self._triples is not None
+        return any(bisect.bisect_left(positions, line_end) % 2 for positions in self._triples)
+
+
 # --------------------------------------------------------------------------- comments
 def ordered_codes(comment: NoqaComment) -> list[str]:
     """The codes of a `# noqa: A, B` comment in the order written (upper case)."""

@@ -149,7 +149,7 @@ def _scan_cells(text: str) -> list[_SourceSpan | None]:
                 return i + 1
             i = _ws(text, _expect(text, i, ","))
 
-    _scan_object(text, _ws(text, 0), root_key)
+    _scan_object(text, _ws(text, 1 if text.startswith("\ufeff") else 0), root_key)
     return spans
 
 
@@ -438,7 +438,8 @@ class Notebook:
         row = max(1, min(row, len(lines)))
         offset = sum(len(line) for line in lines[: row - 1]) + max(0, column - 1)
         for (start, end), item in zip(cell.span.items, cell.items):
-            if offset <= len(item) or (start, end) == cell.span.items[-1]:
+            # The start of a line is the start of the next string, not the end of this one.
+            if offset < len(item) or (start, end) == cell.span.items[-1]:
                 raw_offset = start + _decoded_to_raw(self.raw[start:end], min(offset, len(item)))
                 return self._raw_position(raw_offset)
             offset -= len(item)

@@ -299,3 +299,21 @@ def test_discovery_includes_notebooks_and_skips_checkpoints(tmp_path):
     shutil.copy(NOTEBOOKS / "train.ipynb", tmp_path / ".ipynb_checkpoints" / "a-checkpoint.ipynb")
     report = check_paths([tmp_path], SettingsResolver(tmp_path))
     assert {Path(d.path).name for d in report.diagnostics} == {"a.ipynb"}
+
+
+def test_row_starts_map_to_their_own_json_line():
+    raw = (NOTEBOOKS / "train.ipynb").read_text(encoding="utf-8")
+    nb = Notebook.from_text(raw)
+    lines = raw.splitlines()
+    for row, expected in ((1, '"%%time\\n"'), (2, '"losses = []\\n"'), (12, '"    %time _ = logits.sum()\\n"')):
+        line, column = nb.file_position(6, row, 1)
+        assert lines[line - 1].strip().rstrip(",") == expected
+        assert lines[line - 1][column - 2] == '"'
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.ipynb"
+    path.write_bytes(b"\xef\xbb\xbf" + notebook_json(("code", "import torch\nx = 1  # noqa: PFL201\n")).encode())
+    report = fix_paths([path], SettingsResolver(tmp_path))
+    assert [d.code for d in report.fixed] == ["PFL002"]
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf{")
