@@ -169,10 +169,10 @@ def remove_codes_edit(text: str, comment: NoqaComment, remove: Iterable[str]) ->
     before, after = line[: comment.column], line[comment.end_column :]
     comment_column = _comment_starts(text).get(comment.row, comment.column)
     if comment_column < comment.column:
-        # `# reason  # noqa: X`: drop the directive and the blank before it.
+        # The directive follows another comment: drop it and the blank before it.
         return (line_start + len(before.rstrip()), end, "")
     if after.strip():
-        return (start, end, "#")  # `# noqa: X -- why` -> `# -- why`
+        return (start, end, "#")  # text after the codes stays, as a comment
     if not before.strip():
         # The comment is alone on its line: remove the line.
         next_start = starts[comment.row] if comment.row < len(starts) else len(text)
@@ -211,7 +211,7 @@ def plan_add_noqa(text: str, codes_by_row: dict[int, set[str]],
         existing = suppressions.lines.get(row)
         if existing is not None:
             if existing.codes is None:
-                continue  # a bare `# noqa` already suppresses everything on the line
+                continue  # a bare noqa already suppresses everything on the line
             current = ordered_codes(existing)
             new = [c for c in codes if c not in current]
             if not new:
@@ -230,7 +230,7 @@ def plan_add_noqa(text: str, codes_by_row: dict[int, set[str]],
 
 
 # --------------------------------------------------------------------------- over files
-# Findings a `# noqa` cannot or should not hide: unreadable files have no lines, and a
+# Findings a noqa comment cannot or should not hide: unreadable files have no lines, and a
 # stale-suppression finding is fixed by `perflint fix --select PFL002`, not suppressed.
 _NOT_BASELINED = frozenset({"PFL001", "PFL002"})
 

@@ -221,15 +221,19 @@ class _LineScanner:
                 self.depth += 1
             elif char in ")]}":
                 self.depth = max(0, self.depth - 1)
-            elif char.isalpha() or char in "'\"":
+            elif char.isalpha() or char == "_" or char in "'\"":
+                # Whole identifiers are skipped, so a letter here starts one: a string
+                # prefix (`rb"..."`) or a name.
                 match = self._PREFIX.match(line, i)
-                if match and (i == 0 or not (line[i - 1].isalnum() or line[i - 1] == "_")):
+                if match:
                     self.quote = match.group(1)
                     i = match.end()
                     continue
+                start = i
                 while i < n and (line[i].isalnum() or line[i] == "_"):
                     i += 1
-                continue
+                if i > start:
+                    continue
             i += 1
         if body.endswith("\\") and self.quote is None:
             self.continued = True
@@ -539,17 +543,17 @@ def _is_python(data: dict) -> bool:
 def _after_imports(text: str, offset: int) -> bool:
     """Does the cell before `offset` end with an import? Then imports a fix adds at the
     boundary join that cell's imports instead of opening the next cell."""
-    if offset == 0:
-        return False
-    lines = [line for line in text[:offset].splitlines() if line.strip()]
-    return bool(lines) and lines[-1].lstrip().startswith(("import ", "from ")) and not lines[-1][:1].isspace()
+    before = text[:offset].rstrip()
+    last = before[before.rfind("\n") + 1 :]
+    return last.startswith(("import ", "from "))
 
 
 class _Tracker:
     """Moves cell starts and masked lines through edits (offsets into the current text).
 
-    An insertion at a cell's first offset belongs to that cell (an import added at the top
-    of a cell); at a masked line's offset it goes before the masked line.
+    An insertion exactly at a cell's first offset belongs to that cell, unless it is an
+    import and the cell before ends with imports (libcst adds imports after the last one);
+    an insertion at a masked line's offset goes before the masked line.
     """
 
     def __init__(self, cells: list[int], masks: list[int]) -> None:

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import difflib
+import os
+from pathlib import Path
+
 import pytest
 
 from perflint.registry import all_rules
@@ -25,7 +29,7 @@ def rules():
 
 
 # --------------------------------------------------------------------------- snapshots
-SNAPSHOTS = __import__("pathlib").Path(__file__).parent / "snapshots"
+SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE_ENV = "PERFLINT_UPDATE_SNAPSHOTS"
 
 
@@ -33,7 +37,6 @@ UPDATE_ENV = "PERFLINT_UPDATE_SNAPSHOTS"
 def snapshot():
     """`snapshot(name, text)`: compare with tests/snapshots/<name>; run with
     PERFLINT_UPDATE_SNAPSHOTS=1 to (re)write the golden files."""
-    import os
 
     def check(name: str, text: str) -> None:
         path = SNAPSHOTS / name
@@ -44,6 +47,6 @@ def snapshot():
         assert path.exists(), f"no snapshot {path}; run with {UPDATE_ENV}=1 to create it"
         expected = path.read_text(encoding="utf-8")
         assert text == expected, f"{name} changed; run with {UPDATE_ENV}=1 to accept\n" + "".join(
-            __import__("difflib").unified_diff(expected.splitlines(True), text.splitlines(True), "snapshot", "now"))
+            difflib.unified_diff(expected.splitlines(True), text.splitlines(True), "snapshot", "now"))
 
     return check

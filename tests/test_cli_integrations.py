@@ -183,3 +183,19 @@ def test_rule_json_and_all():
 def test_rule_errors():
     assert run("rule", "PFL999").exit_code == 2
     assert run("rule").exit_code == 2
+
+
+def test_report_paths_are_relative_to_the_repository_root(tmp_path, monkeypatch):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "bad.py").write_text(BAD)
+    monkeypatch.chdir(tmp_path / "sub")
+    sarif = json.loads(run("check", "--output-format", "sarif", "bad.py").output)
+    run_ = sarif["runs"][0]
+    location = run_["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": "sub/bad.py", "uriBaseId": "%SRCROOT%"}
+    assert run_["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.resolve().as_uri() + "/"
+    gitlab = json.loads(run("check", "--output-format", "gitlab", "bad.py").output)
+    assert gitlab[0]["location"]["path"] == "sub/bad.py"
+    github = run("check", "--output-format", "github", "bad.py").output
+    assert f"file={(tmp_path / 'sub' / 'bad.py').as_posix()}," in github.replace(str(tmp_path.resolve()), str(tmp_path))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perflint.api import check_source, fix_source
+from perflint.api import check_paths, check_source, fix_source
 from perflint.config import Settings, SettingsResolver
 from perflint.engine import Linter
 from perflint.noqa import parse_suppressions
@@ -127,8 +127,7 @@ def test_add_noqa_command_on_files_and_notebooks(tmp_path, monkeypatch):
     text = (tmp_path / "train.py").read_text()
     assert "    v = loss.item()  # noqa: PFL201\n" in text
     assert "# noqa: PFL999" in text, "PFL002 findings are not baselined"
-    left = {d.code for d in __import__("perflint.api", fromlist=["check_paths"]).check_paths(
-        [tmp_path], SettingsResolver(tmp_path)).diagnostics}
+    left = {d.code for d in check_paths([tmp_path], SettingsResolver(tmp_path)).diagnostics}
     assert left == {"PFL001", "PFL002"}
     assert (tmp_path / "bad.py").read_text() == "def f(:\n"
 

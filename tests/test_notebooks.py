@@ -50,7 +50,7 @@ def test_real_notebook_findings_are_mapped_to_cells():
         ("PFL206", 5, 9, 12),  # `if torch.isnan(x).any():` in forward()
         ("PFL201", 6, 10, 19),  # `losses.append(loss.item())` in the %%time training cell
         ("PFL211", 6, 11, 13),  # `(...).nonzero()` in the same loop
-        ("PFL002", 9, 6, 28),  # the stale `# noqa: PFL201` in the evaluation cell
+        ("PFL002", 9, 6, 28),  # the stale PFL201 suppression in the evaluation cell
     }
     assert all(d.path == "nb.ipynb" for d in diagnostics)
     assert next(d for d in diagnostics if d.code == "PFL201").noqa_row == 10
@@ -317,3 +317,56 @@ def test_a_byte_order_mark_is_accepted(tmp_path):
     report = fix_paths([path], SettingsResolver(tmp_path))
     assert [d.code for d in report.fixed] == ["PFL002"]
     assert path.read_bytes().startswith(b"\xef\xbb\xbf{")
+
+
+# --------------------------------------------------------------------------- property test
+_BLOCKS = [
+    "import torch\n", "x = t.numpy()\n", "y = x  # noqa: PFL201\n", "%matplotlib inline\n", "!ls -la\n",
+    "files = !ls\n", "model?\n", "for i in range(3):\n    %time z = t.numpy()\n    w = t.numpy()  # noqa: PFL999\n",
+    'doc = """%d items\n!not a magic\ndone"""\n', "print('%s' % x)\n", "# noqa: PFL201\n", "\n",
+    "a = (1,\n     t.numpy())\n", "v = 'é' + \\\n    t.numpy()\n", "if x:\n    !echo hi\nelse:\n    pass\n",
+    "def f(:\n", "\tq = t.numpy()\n",
+]
+
+
+def _random_notebook(draw) -> str:
+    from hypothesis import strategies as st
+
+    cells = []
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["code", "code", "code", "markdown"]))
+        head = draw(st.sampled_from(["", "", "", "%%time\n", "%%bash\n"]))
+        text = head + "".join(draw(st.lists(st.sampled_from(_BLOCKS), min_size=0, max_size=6)))
+        if draw(st.booleans()):
+            text = text.rstrip("\n")
+        cells.append((kind, text))
+    return notebook_json(*cells, indent=draw(st.sampled_from([1, 2, None])))
+
+
+def test_fixing_random_notebooks_never_loses_anything():
+    pytest.importorskip("hypothesis")
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from perflint.registry import rule_for
+
+    rules = [_WrapNumpy, rule_for("PFL002"), rule_for("PFL001")]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data):
+        raw = _random_notebook(data.draw)
+        result = fix_notebook(linter_for(rules), "nb.ipynb", raw.encode(), unsafe=True)
+        if not hasattr(result, "new_raw") or result.new_raw is None:
+            return
+        new = result.new_raw.decode()
+        new_cells = json.loads(new)["cells"]
+        old_cells = json.loads(raw)["cells"]
+        changed = {i for i, (a, b) in enumerate(zip(old_cells, new_cells), start=1) if a != b}
+        _rest_is_identical(raw, new, changed)
+        for index in changed:
+            old_text, new_text = "".join(old_cells[index - 1]["source"]), "".join(new_cells[index - 1]["source"])
+            magics = [line for line in old_text.splitlines() if line.lstrip().startswith(("%", "!", "files ="))]
+            remaining = iter(new_text.splitlines())
+            assert all(any(m == line for line in remaining) for m in magics), (old_text, new_text)
+        lint_notebook(linter_for(rules), "nb.ipynb", result.new_raw)
+
+    check()

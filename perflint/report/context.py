@@ -100,17 +100,23 @@ class ReportContext:
     sources: Sources = field(default_factory=lambda: Sources(lambda _path: None))
     root: PurePath | None = None  # paths in SARIF / GitLab reports are relative to it
     version: str = __version__
+    cwd: PurePath | None = None  # what relative display paths are relative to (default: root)
 
     # ----------------------------------------------------------------- paths
+    def absolute_path(self, path: str) -> PurePath:
+        pure = PurePath(path)
+        base = self.cwd or self.root
+        return pure if pure.is_absolute() or base is None else base / pure
+
     def relative_path(self, path: str) -> str:
         """The path relative to the root, with forward slashes (as given when outside it)."""
-        pure = PurePath(path)
-        if pure.is_absolute() and self.root is not None:
-            try:
-                return pure.relative_to(self.root).as_posix()
-            except ValueError:
-                return pure.as_posix()
-        return pure.as_posix()
+        if self.root is None:
+            return PurePath(path).as_posix()
+        absolute = self.absolute_path(path)
+        try:
+            return absolute.relative_to(self.root).as_posix()
+        except ValueError:
+            return absolute.as_posix()
 
     def uri(self, path: str) -> tuple[str, str | None]:
         """(uri, uriBaseId) for SARIF: relative to %SRCROOT% when possible."""
@@ -172,5 +178,15 @@ def display_location(d: Diagnostic) -> str:
     return f"{d.path}:{d.location.row}:{d.location.column}"
 
 
+def project_root(cwd: Path) -> Path:
+    """The repository root (the nearest directory with `.git`), else `cwd`: code scanning
+    and GitLab want paths relative to the repository, wherever perflint ran."""
+    for directory in (cwd, *cwd.parents):
+        if (directory / ".git").exists():
+            return directory
+    return cwd
+
+
 def cwd_context(sources: Sources | None = None) -> ReportContext:
-    return ReportContext(sources=sources or Sources.from_disk(), root=PurePath(os.getcwd()))
+    cwd = Path(os.getcwd())
+    return ReportContext(sources=sources or Sources.from_disk(), root=project_root(cwd), cwd=cwd)

@@ -1,6 +1,9 @@
 """GitHub Actions workflow commands: one `::warning` annotation per finding.
 
-    ::warning title=perflint (PFL201),file=train.py,line=7,col=17,endLine=7,endColumn=28::train.py:7:17: PFL201 ...
+    ::warning title=perflint (PFL201),file=/abs/train.py,line=7,col=17,endLine=7,endColumn=28::train.py:7:17: PFL201 ...
+
+`file` is absolute (as ruff writes it), so annotations land right whatever directory the
+step ran in.
 
 GitHub shows at most 10 warning annotations per step, so the CLI also prints the summary
 (and SARIF upload is the way to see every finding in the code-scanning UI). Notebook
@@ -32,7 +35,7 @@ def annotation(d: Diagnostic, context: ReportContext) -> str:
     start, end = context.stored_region(d)
     properties = {
         "title": f"perflint ({d.code})",
-        "file": context.relative_path(d.path),
+        "file": context.absolute_path(d.path).as_posix(),
         "line": str(start.row),
         "col": str(start.column),
         "endLine": str(end.row),

@@ -1,7 +1,8 @@
 """SARIF 2.1.0 for GitHub code scanning (`github/codeql-action/upload-sarif`).
 
-What GitHub reads, and what this writes: relative URIs against `%SRCROOT%` (the working
-directory, also given as an absolute `originalUriBaseIds` entry), 1-based UTF-16 columns
+What GitHub reads, and what this writes: relative URIs against `%SRCROOT%` (the repository
+root, or the working directory outside a repository; also given as an absolute
+`originalUriBaseIds` entry), 1-based UTF-16 columns
 (`columnKind`), `level: warning`, a stable `partialFingerprints.primaryLocationLineHash`
 (a hash of the rule and the line's text plus an occurrence number, so alerts survive lines
 moving), and every reported rule in `tool.driver.rules` with its documentation. Safe and
