@@ -15,6 +15,7 @@ from .config import Overrides, Settings, SettingsResolver
 from .engine import FileResult, Linter
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, fix_text
+from .notebook import fix_notebook, is_notebook, lint_notebook
 from .rule import FileError, Rule
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
@@ -83,6 +84,8 @@ def lint_target(target: Target, cwd: Path) -> FileResult:
         if os.path.islink(target.path) and not os.path.exists(target.path):
             reason = "broken symbolic link"
         return linter._error_result(display, FileError(f"cannot read file: {reason}"))
+    if is_notebook(target.path):
+        return lint_notebook(linter, display, raw)
     return linter.lint_bytes(display, raw)
 
 
@@ -167,6 +170,7 @@ class FileFix:
     remaining: list[Diagnostic]
     dropped: list[tuple[Diagnostic, str]]
     write_error: str | None = None
+    diff_text: str | None = None  # notebooks: per-cell diffs (`original`/`fixed_text` are JSON)
 
     @property
     def changed(self) -> bool:
@@ -204,6 +208,9 @@ def fix_paths(
         except OSError:
             report.add(lint_target(target, cwd))
             continue
+        if is_notebook(target.path):
+            _fix_notebook_target(report, target, display, raw, allow_unsafe, write)
+            continue
         try:
             source = SourceFile.from_bytes(display, raw)
         except DecodeFailure:
@@ -225,3 +232,30 @@ def fix_paths(
             report.files_fixed.append(file_fix)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
+
+
+def _fix_notebook_target(report: FixReport, target: Target, display: str, raw: bytes,
+                         unsafe: bool, write: bool) -> None:
+    from .fileio import ChangedOnDisk, write_atomic
+
+    linter = linter_for(target.settings.rules_for(target.path))
+    result = fix_notebook(linter, display, raw, unsafe)
+    if isinstance(result, FileResult):  # cannot be analyzed: nothing to fix
+        report.add(result)
+        return
+    outcome = result.outcome
+    text = raw.decode("utf-8", "replace")
+    new_text = result.new_raw.decode("utf-8") if result.new_raw is not None else text
+    file_fix = FileFix(target.path, display, text, new_text, outcome.fixed, outcome.remaining,
+                       outcome.dropped, write_error=result.error, diff_text=result.diff)
+    if result.new_raw is not None and write:
+        try:
+            write_atomic(target.path, result.new_raw, raw)
+        except (ChangedOnDisk, OSError) as exc:
+            file_fix.write_error = str(exc)
+            file_fix.remaining = lint_notebook(linter, display, raw).diagnostics
+            file_fix.fixed = []
+    report.files += 1
+    report.diagnostics.extend(file_fix.remaining)
+    if file_fix.fixed or file_fix.dropped or file_fix.write_error:
+        report.files_fixed.append(file_fix)

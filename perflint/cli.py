@@ -18,8 +18,12 @@ import click
 from . import __version__
 from .api import CheckReport, FixReport, check_paths, fix_paths, fix_source, linter_for
 from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
+from .engine import FileResult
+from .notebook import fix_notebook, is_notebook, lint_notebook
 from .registry import all_rules, rule_for
 from .report import FORMATTERS
+from .report.context import Sources, cwd_context
+from .report.github import ANNOTATION_LIMIT
 from .source import SourceFile
 from .types import Applicability, Diagnostic
 
@@ -64,6 +68,10 @@ def _lint_options(func):
         click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to paths given by name (what pre-commit needs)."),
         click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip files ignored by .gitignore (default: on)."),
         click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
+        click.option("--statistics", is_flag=True, help="Print how many findings each rule has instead of the findings."),
+        click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments to every line with a finding (a baseline)."),
+        click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first path, and exit."),
+        click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -130,9 +138,13 @@ def _run_inner(kw: dict, fix: bool) -> int:
     overrides = _overrides(kw)
     diff_only = kw["diff"]
     if "-" in (str(p) for p in paths):
+        if kw["add_noqa"] or kw["show_files"]:
+            raise UsageFailure("--add-noqa and --show-files work on files, not stdin")
         return _run_stdin(kw, overrides, fix or diff_only)
     resolver = SettingsResolver(Path.cwd(), overrides, kw["config_path"])
     output_format = kw["output_format"] or resolver.default.output_format or "concise"
+    if kw["show_settings"] or kw["show_files"] or kw["add_noqa"]:
+        return _run_tool(kw, paths, resolver, fix or diff_only)
     if fix or diff_only:
         report: CheckReport = fix_paths(paths, resolver, unsafe=kw["unsafe_fixes"], write=not diff_only,
                                         force_exclude=kw["force_exclude"])
@@ -166,12 +178,54 @@ def _write(text: str, kw: dict) -> None:
         click.echo(text, nl=False)
 
 
-def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool) -> None:
+def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: bool) -> int:
+    """--show-settings, --show-files and --add-noqa: they print or edit, and exit."""
+    from . import show
+
+    if kw["show_settings"]:
+        click.echo(show.settings_text(paths[0], resolver, kw["force_exclude"]), nl=False)
+        return EXIT_CLEAN
+    if kw["show_files"]:
+        text, missing = show.files_text(paths, resolver, kw["force_exclude"])
+        click.echo(text, nl=False)
+        return EXIT_ERROR if missing else EXIT_CLEAN
+    if fixing:
+        raise UsageFailure("--add-noqa cannot be combined with --fix or --diff")
+    from .noqa_tools import add_noqa_to_paths
+
+    result = add_noqa_to_paths(paths, resolver, force_exclude=kw["force_exclude"])
+    for missing in result.missing:
+        click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
+    for warning in result.warnings:
+        click.echo(f"perflint: warning: {warning}", err=True)
+    if not kw["quiet"]:
+        count = result.added
+        click.echo(f"Added {count} noqa directive{'s' if count != 1 else ''}.", err=True)
+    return EXIT_ERROR if result.missing else EXIT_CLEAN
+
+
+def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool,
+          sources: Sources | None = None) -> None:
     diagnostics = report.diagnostics
-    text = FORMATTERS[output_format](diagnostics)
-    human = output_format in ("concise", "full")
+    if kw["statistics"]:
+        from .report import statistics
+
+        if output_format == "json":
+            _write(statistics.render_json(diagnostics), kw)
+            return
+        text = statistics.render(diagnostics)
+        if not kw["quiet"]:
+            text += _summary(report, fixing, kw)
+        _write(text, kw)
+        return
+    text = FORMATTERS[output_format](diagnostics, cwd_context(sources))
+    human = output_format in ("concise", "full", "github")
     if human and not kw["quiet"]:
         text += _summary(report, fixing, kw)
+        if output_format == "github" and len(diagnostics) > ANNOTATION_LIMIT:
+            text += (f"GitHub shows only the first {ANNOTATION_LIMIT} warning annotations of a step; all "
+                     f"{len(diagnostics)} findings are listed above (upload `--output-format sarif` to code "
+                     "scanning to see them in the UI).\n")
     _write(text, kw)
     if isinstance(report, FixReport):
         for file_fix in report.files_fixed:
@@ -235,7 +289,8 @@ def unified_diff(before: str, after: str, name: str) -> str:
 
 
 def _print_diffs(report: FixReport, kw: dict) -> int:
-    chunks = [unified_diff(f.original, f.fixed_text, f.display) for f in report.files_fixed if f.changed]
+    chunks = [f.diff_text if f.diff_text is not None else unified_diff(f.original, f.fixed_text, f.display)
+              for f in report.files_fixed if f.changed]
     text = "".join(c if c.endswith("\n") else c + "\n" for c in chunks)
     _write(text, kw)
     if not kw["quiet"]:
@@ -261,6 +316,9 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
         return EXIT_CLEAN
     linter = linter_for(settings.rules_for(path))
     report = FixReport() if fix else CheckReport()
+    if is_notebook(name):
+        unsafe = settings.unsafe_fixes if kw["unsafe_fixes"] is None else kw["unsafe_fixes"]
+        return _run_stdin_notebook(kw, linter, name, raw, fix, unsafe, output_format)
     result = linter.lint_bytes(name, raw)
     if fix and result.parsed:
         source = SourceFile.from_bytes(name, raw)
@@ -278,14 +336,41 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
 
         report.files_fixed.append(FileFix(path, name, source.text, outcome.text, outcome.fixed,
                                           outcome.remaining, outcome.dropped))
-        text = FORMATTERS[output_format](report.diagnostics)
+        stdin_sources = Sources.from_texts({name: outcome.text})
+        text = FORMATTERS[output_format](report.diagnostics, cwd_context(stdin_sources))
         click.echo(text, nl=False, err=True)
         return _exit_code(report, kw, fix)
     if fix:
         sys.stdout.buffer.write(raw)
     report.add(result)
-    _emit(report, kw, output_format, fixing=fix)
+    _emit(report, kw, output_format, fixing=fix, sources=Sources(lambda p: raw if p == name else None))
     return _exit_code(report, kw, fix)
+
+
+def _run_stdin_notebook(kw: dict, linter, name: str, raw: bytes, fix: bool, unsafe: bool,
+                        output_format: str) -> int:
+    sources = Sources(lambda p: raw if p == name else None)
+    if not fix:
+        report = CheckReport()
+        report.add(lint_notebook(linter, name, raw))
+        _emit(report, kw, output_format, fixing=False, sources=sources)
+        return _exit_code(report, kw, False)
+    result = fix_notebook(linter, name, raw, unsafe)
+    if kw["diff"]:
+        diff = result.diff if not isinstance(result, FileResult) else ""
+        click.echo(diff, nl=False)
+        return EXIT_FINDINGS if diff else EXIT_CLEAN
+    fix_report = FixReport(files=1)
+    if isinstance(result, FileResult):
+        sys.stdout.buffer.write(raw)
+        fix_report.diagnostics = result.diagnostics
+    else:
+        new_raw = result.new_raw if result.new_raw is not None else raw
+        sys.stdout.buffer.write(new_raw)
+        fix_report.diagnostics = result.outcome.remaining
+        sources = Sources(lambda p: new_raw if p == name else None)
+    click.echo(FORMATTERS[output_format](fix_report.diagnostics, cwd_context(sources)), nl=False, err=True)
+    return _exit_code(fix_report, kw, True)
 
 
 # --------------------------------------------------------------------------- rule docs

@@ -110,7 +110,7 @@ def path_matches(path: Path, pattern: str, root: Path, all_components: bool = Tr
     if "/" not in pattern:
         if fnmatch.fnmatchcase(path.name, pattern):
             return True
-        return all_components and any(fnmatch.fnmatchcase(part, pattern) for part in path.parts)
+        return all_components and any(fnmatch.fnmatchcase(part, pattern) for part in _parts_below(path, root))
     try:
         rel = Path(os.path.abspath(path)).relative_to(root.resolve()).as_posix()
     except ValueError:
@@ -124,6 +124,15 @@ def path_matches(path: Path, pattern: str, root: Path, all_components: bool = Tr
         )
     # a directory pattern matches everything below it
     return rel.startswith(pattern + "/")
+
+
+def _parts_below(path: Path, root: Path) -> tuple[str, ...]:
+    """The components of `path` below the project root (a `build` directory above the
+    project must not exclude it); all of them when the path is outside the root."""
+    try:
+        return Path(os.path.abspath(path)).relative_to(root.resolve()).parts
+    except ValueError:
+        return path.parts
 
 
 @dataclass(frozen=True)

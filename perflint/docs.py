@@ -29,22 +29,32 @@ def fix_sentence(rule: type[Rule]) -> str:
     }[rule.fix_availability]
 
 
+def family_sentence(rule: type[Rule]) -> str:
+    family = FAMILIES.get(rule.family, rule.family)
+    return f"Part of the **{family}** rules ({rule.code[:4]}xx)."
+
+
 def rule_text(rule: type[Rule]) -> str:
-    return f"# {rule.name} ({rule.code})\n\n{fix_sentence(rule)}\n\n{rule.docs()}\n"
+    """`perflint rule CODE`: the rule's docs as Markdown, laid out like `ruff rule`."""
+    enabled = "" if rule.default_enabled else "\n\nNot enabled by default: select it with `--extend-select " + rule.code + "`."
+    return f"# {rule.name} ({rule.code})\n\n{family_sentence(rule)}\n\n{fix_sentence(rule)}{enabled}\n\n{rule.docs()}\n"
 
 
 def rule_json(rule: type[Rule]) -> dict[str, Any]:
     return {
-        "code": rule.code,
         "name": rule.name,
+        "code": rule.code,
+        "linter": "perflint",
         "family": rule.family,
         "summary": rule.summary(),
         "message": rule.message,
+        "message_formats": [rule.message],
         "fix": fix_sentence(rule),
         "fix_availability": rule.fix_availability.value,
         "explanation": rule.docs(),
         "default_enabled": rule.default_enabled,
         "hot_path_only": rule.hot_only,
+        "preview": False,
         "url": rule.url(),
     }
 
@@ -63,6 +73,7 @@ def rule_page(rule: type[Rule], results: dict[str, Any] | None = None) -> str:
     header = (
         f"<!-- Generated from the rule module by `python -m perflint.docs`; do not edit. -->\n"
         f"# {rule.name} ({rule.code})\n\n"
+        f"{family_sentence(rule)} "
         f"{fix_sentence(rule)} {'Enabled by default.' if rule.default_enabled else 'Not enabled by default.'}"
         f" {'Reported only in code that runs every step.' if rule.hot_only else ''}".rstrip()
         + "\n\n"
@@ -75,13 +86,24 @@ def rules_table() -> str:
         "<!-- Generated from the rule modules by `python -m perflint.docs`; do not edit. -->",
         "# Rules",
         "",
-        "| Code | Name | What it finds | Fix |",
-        "| --- | --- | --- | --- |",
+        "Every rule, by family. `perflint rule CODE` prints a rule's page in the terminal.",
+        "Fix: 🛠️ always available, (🛠️) sometimes. Default: ✔️ runs unless deselected.",
     ]
-    for rule in all_rules():
-        fix = {"Always": "yes", "Sometimes": "sometimes", "None": ""}[rule.fix_availability.value]
-        summary = rule.summary().replace("|", "\\|")
-        lines.append(f"| {rule.code} | [{rule.name}](rules/{rule.name}.md) | {summary} | {fix} |")
+    rules = list(all_rules())
+    for family, title in FAMILIES.items():
+        members = [r for r in rules if r.family == family]
+        if not members:
+            continue
+        lines += ["", f"## {title} ({members[0].code[:4]}xx)", "",
+                  "| Code | Name | What it finds | Fix | Default |", "| --- | --- | --- | --- | --- |"]
+        for rule in members:
+            fix = {"Always": "🛠️", "Sometimes": "(🛠️)", "None": ""}[rule.fix_availability.value]
+            summary = rule.summary().replace("|", "\\|")
+            default = "✔️" if rule.default_enabled else ""
+            lines.append(f"| {rule.code} | [{rule.name}](rules/{rule.name}.md) | {summary} | {fix} | {default} |")
+    others = [r for r in rules if r.family not in FAMILIES]
+    if others:  # pragma: no cover - every family is listed above
+        lines += ["", "## Other", ""] + [f"- {r.code} [{r.name}](rules/{r.name}.md)" for r in others]
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,8 @@ from .facts.analysis import FileAnalysis
 from .facts.context import RuleContext
 from .fixes import materialize_fix
 from .noqa import Suppressions, parse_suppressions
-from .rule import FileError, RawFinding, Rule
+from .noqa_tools import NoqaRowMap
+from .rule import FileError, RawFinding, Rule, SuppressionReport
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic, Location
 
@@ -41,13 +42,15 @@ class Linter:
     def __init__(self, rules: Sequence[type[Rule]]) -> None:
         self.rule_classes = list(rules)
         self.codes = {r.code for r in self.rule_classes}
+        self._walk_rules = [r for r in self.rule_classes if r.visitors()]
+        # Rules that judge the suppressions (unused `noqa` codes) run after the walk.
+        self._post_rules = [r for r in self.rule_classes if r.runs_after_suppressions()]
         triggers: set[bytes] = set()
-        for rule in self.rule_classes:
+        for rule in self._walk_rules:
             triggers.update(_BASE_TRIGGERS if rule.triggers is None else rule.triggers)
         self._prefilter = (
             re.compile(b"|".join(re.escape(t) for t in sorted(triggers))) if triggers else None
         )
-        self._walk_rules = [r for r in self.rule_classes if r.visitors()]
         if sys.getrecursionlimit() < _MIN_RECURSION_LIMIT:
             sys.setrecursionlimit(_MIN_RECURSION_LIMIT)
 
@@ -76,19 +79,25 @@ class Linter:
             return self._error_result(path, FileError(f"cannot parse: {_describe(exc)}"))
         result = FileResult(path, parsed=True)
         raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
-        if not self.may_have_findings(raw):
+        walk = self.may_have_findings(raw)
+        post = [r for r in self._post_rules if r.triggers is None or any(t in raw for t in r.triggers)]
+        if not walk and not post:
             return result  # parsed (syntax errors are reported everywhere), nothing to analyze
-        rules = [cls() for cls in self._walk_rules]
+        findings: list[RawFinding] = []
         try:
-            findings = self._analyze(source, tree, rules)
+            if walk:
+                findings = self._analyze(source, tree, [cls() for cls in self._walk_rules])
+            if findings or post:  # tokenizing for comments costs; only when something needs it
+                suppressions = parse_suppressions(source.text)
+                result.diagnostics = self._diagnostics(source, findings, suppressions) if findings else []
+                if post:
+                    result.diagnostics = self._after_suppressions(source, post, suppressions, result.diagnostics)
         except RecursionError:
             return self._error_result(path, FileError("cannot analyze: nesting too deep"))
         except Exception as exc:  # a bug of ours must not stop the run or lose the file
             return self._error_result(
                 path, FileError(f"internal error while analyzing ({type(exc).__name__}: {exc}); please report it")
             )
-        if findings:
-            result.diagnostics = self._diagnostics(source, findings)
         return result
 
     # ----------------------------------------------------------------- internals
@@ -105,9 +114,12 @@ class Linter:
         analysis.run()
         return context.findings
 
-    def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding]) -> list[Diagnostic]:
-        suppressions = parse_suppressions(source.text)
+    def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding],
+                     suppressions: Suppressions | None = None) -> list[Diagnostic]:
+        if suppressions is None:
+            suppressions = parse_suppressions(source.text)
         by_code = {r.code: r for r in self.rule_classes}
+        noqa_map = NoqaRowMap(source.text)
         # One finding per (code, span); when a rule reports the same span twice (once from
         # the node itself, once from an enclosing construct that knows a fix), keep the fix.
         unique: dict[tuple, Diagnostic] = {}
@@ -115,7 +127,7 @@ class Linter:
             rule = by_code.get(finding.code)
             if rule is None:
                 continue
-            diagnostic = self._to_diagnostic(source, rule, finding)
+            diagnostic = self._to_diagnostic(source, rule, finding, noqa_map)
             key = (diagnostic.code, diagnostic.location, diagnostic.end_location)
             previous = unique.get(key)
             if previous is None or _fix_rank(diagnostic) > _fix_rank(previous):
@@ -127,10 +139,27 @@ class Linter:
         out.sort(key=Diagnostic.sort_key)
         return out
 
+    def _after_suppressions(self, source: SourceFile, rules: list[type[Rule]], suppressions: Suppressions,
+                            diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+        from .registry import all_rules
+
+        report = SuppressionReport(
+            source=source,
+            suppressions=suppressions,
+            enabled_codes=frozenset(self.codes),
+            known_codes=frozenset(r.code for r in all_rules()) | frozenset(self.codes),
+            diagnostics=list(diagnostics),
+        )
+        findings = [finding for cls in rules for finding in cls().after_suppressions(report)]
+        if not findings:
+            return diagnostics
+        return sorted(diagnostics + self._diagnostics(source, findings, suppressions), key=Diagnostic.sort_key)
+
     def suppressions(self, source: SourceFile) -> Suppressions:
         return parse_suppressions(source.text)
 
-    def _to_diagnostic(self, source: SourceFile, rule: type[Rule], finding: RawFinding) -> Diagnostic:
+    def _to_diagnostic(self, source: SourceFile, rule: type[Rule], finding: RawFinding,
+                       noqa_map: NoqaRowMap | None = None) -> Diagnostic:
         if finding.node is not None:
             row, col, end_row, end_col = source.node_span(finding.node)
         elif finding.span is not None:
@@ -148,7 +177,7 @@ class Linter:
             location=Location(row, col + 1),
             end_location=Location(end_row, end_col + 1),
             fix=fix,
-            noqa_row=row,
+            noqa_row=noqa_map(row) if noqa_map is not None else row,
             url=rule.url(),
         )
 

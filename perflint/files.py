@@ -14,7 +14,7 @@ import pathspec
 
 from .config import Settings, SettingsResolver
 
-EXTENSIONS = (".py", ".pyi")
+EXTENSIONS = (".py", ".pyi", ".ipynb")
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,12 @@ def fix_text(
     lint: Callable[[SourceFile], list[Diagnostic]],
     unsafe: bool,
     make_source: Callable[[str], SourceFile],
+    on_edits: Callable[[str, list[tuple[int, int, str]]], None] | None = None,
 ) -> FixOutcome:
-    """Apply fixes until nothing applicable is left (at most MAX_ITERATIONS rounds)."""
+    """Apply fixes until nothing applicable is left (at most MAX_ITERATIONS rounds).
+
+    `on_edits(text, edits)` is told each round's edits (offsets into `text`), for callers
+    that map positions through the rounds (notebook cells)."""
     original = source.text
     originally_compiles = compiles(original, source.path)
     current = source
@@ -144,7 +148,8 @@ def fix_text(
         chosen = _non_overlapping(current, candidates)
         if not chosen:
             break
-        text = apply_edits(current.text, _dedupe_inserts([e for d in chosen for e in _offsets(current, d)]))
+        edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
+        text = apply_edits(current.text, edits)
         if originally_compiles and not compiles(text, source.path):
             text, kept, bad = _apply_individually(current, chosen, source.path)
             for diagnostic in bad:
@@ -153,6 +158,9 @@ def fix_text(
             chosen = kept
             if not chosen:
                 continue
+            edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
+        if on_edits is not None:
+            on_edits(current.text, edits)
         fixed.extend(chosen)
         current = make_source(text)
         diagnostics = lint(current)

@@ -20,6 +20,9 @@ from .types import Applicability, FixAvailability
 
 if TYPE_CHECKING:
     from .facts.context import RuleContext
+    from .noqa import Suppressions
+    from .source import SourceFile
+    from .types import Diagnostic
 
 DOCS_URL = "https://github.com/perflint/perflint/blob/main/docs/rules/{name}.md"
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
@@ -171,6 +174,16 @@ class Rule:
     def on_file_error(self, error: FileError) -> RawFinding | None:  # pragma: no cover - default
         return None
 
+    def after_suppressions(self, report: SuppressionReport) -> list[RawFinding]:
+        """Rules about the suppressions themselves (unused `# noqa` codes) override this. The
+        engine calls it once per analyzed file, after the walk and after `# noqa` filtering,
+        when the file contains one of the rule's `triggers`."""
+        return []
+
+    @classmethod
+    def runs_after_suppressions(cls) -> bool:
+        return cls.after_suppressions is not Rule.after_suppressions
+
 
 @dataclass(frozen=True)
 class FileError:
@@ -179,6 +192,18 @@ class FileError:
     message: str
     row: int = 1
     column: int = 0
+
+
+@dataclass
+class SuppressionReport:
+    """What `Rule.after_suppressions` sees: the file, its suppressions with the codes each
+    comment actually suppressed (`NoqaComment.used`), and what was reported."""
+
+    source: SourceFile
+    suppressions: Suppressions
+    enabled_codes: frozenset[str]  # the rules that ran on this file
+    known_codes: frozenset[str]  # every registered rule
+    diagnostics: list[Diagnostic]  # reported findings, after suppression
 
 
 @dataclass

@@ -6,6 +6,7 @@ The registry is this explicit list: adding a rule is one module plus one line he
 from __future__ import annotations
 
 from .meta.cannot_analyze import CannotAnalyze
+from .meta.unused_noqa import UnusedNoqa
 from .sync.boolean_mask import BooleanMaskIndexing
 from .sync.builtin_min_max import BuiltinMinMaxOnTensors
 from .sync.device_to_host import DeviceToHostCopy
@@ -36,6 +37,7 @@ from .sync.distribution_validation import DistributionValidation
 
 RULES = [
     CannotAnalyze,
+    UnusedNoqa,
     TensorItem,
     TensorTolist,
     DeviceToHostCopy,

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import difflib
+import os
+from pathlib import Path
+
 import pytest
 
 from perflint.registry import all_rules
@@ -37,3 +41,27 @@ def _has_cuda() -> bool:
 @pytest.fixture(scope="session")
 def rules():
     return all_rules()
+
+
+# --------------------------------------------------------------------------- snapshots
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+UPDATE_ENV = "PERFLINT_UPDATE_SNAPSHOTS"
+
+
+@pytest.fixture
+def snapshot():
+    """`snapshot(name, text)`: compare with tests/snapshots/<name>; run with
+    PERFLINT_UPDATE_SNAPSHOTS=1 to (re)write the golden files."""
+
+    def check(name: str, text: str) -> None:
+        path = SNAPSHOTS / name
+        if os.environ.get(UPDATE_ENV):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8", newline="\n")
+            return
+        assert path.exists(), f"no snapshot {path}; run with {UPDATE_ENV}=1 to create it"
+        expected = path.read_text(encoding="utf-8")
+        assert text == expected, f"{name} changed; run with {UPDATE_ENV}=1 to accept\n" + "".join(
+            difflib.unified_diff(expected.splitlines(True), text.splitlines(True), "snapshot", "now"))
+
+    return check

@@ -1,20 +1,32 @@
-"""Output formats: each is a pure function from diagnostics to text."""
+"""Output formats: each is a pure function from diagnostics (and a `ReportContext` with the
+sources and project root) to text."""
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 from ..types import Diagnostic
-from . import concise, json_format
+from . import concise, full, github, gitlab, json_format, junit, sarif
+from .context import ReportContext
 
-Formatter = Callable[[Sequence[Diagnostic]], str]
+Formatter = Callable[[Sequence[Diagnostic], ReportContext], str]
+
+
+def _plain(render: Callable[[Sequence[Diagnostic]], str]) -> Formatter:
+    return lambda diagnostics, context=None: render(diagnostics)
+
 
 FORMATTERS: dict[str, Formatter] = {
-    "concise": concise.render,
-    "json": json_format.render,
-    "json-lines": json_format.render_lines,
+    "concise": _plain(concise.render),
+    "full": full.render,
+    "json": _plain(json_format.render),
+    "json-lines": _plain(json_format.render_lines),
+    "github": github.render,
+    "sarif": sarif.render,
+    "junit": junit.render,
+    "gitlab": gitlab.render,
 }
 
 
-def render(name: str, diagnostics: Sequence[Diagnostic]) -> str:
-    return FORMATTERS[name](diagnostics)
+def render(name: str, diagnostics: Sequence[Diagnostic], context: ReportContext | None = None) -> str:
+    return FORMATTERS[name](diagnostics, context or ReportContext())
