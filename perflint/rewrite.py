@@ -56,12 +56,24 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             args.append(arg)
         else:
-            # keep the user's trailing-comma layout: put the new argument before it
-            args[-1] = last.with_changes(comma=trailing)
-            args.append(arg.with_changes(comma=cst.Comma()))
+            # A trailing comma: the new argument takes the last one's place in the layout
+            # (and its comma, before the closing bracket); the last one gets the separator
+            # the arguments already use, so one-per-line stays one-per-line.
+            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+                separator = args[-2].comma
+            else:
+                separator = cst.Comma(whitespace_after=call.whitespace_before_args)
+                if not _has_newline(call.whitespace_before_args):
+                    separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            args[-1] = last.with_changes(comma=separator)
+            args.append(arg.with_changes(comma=trailing))
     else:
         args.append(arg)
     return call.with_changes(args=args)
+
+
+def _has_newline(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
+    return isinstance(whitespace, cst.ParenthesizedWhitespace)
 
 
 def remove_keyword(call: cst.Call, name: str) -> cst.Call:
@@ -71,3 +83,34 @@ def remove_keyword(call: cst.Call, name: str) -> cst.Call:
         if call.args[-1].comma is cst.MaybeSentinel.DEFAULT:
             args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+def set_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
+    """Give `name=value`: replace the value of an existing `name=` argument, else append it."""
+    for index, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            args = list(call.args)
+            args[index] = arg.with_changes(value=cst.parse_expression(value))
+            return call.with_changes(args=args)
+    return add_keyword(call, name, value)
+
+
+def method_chain(node: cst.BaseExpression, depth: int) -> list[cst.Call]:
+    """The calls of `f(...).a(...).b(...)` from the outermost down `depth` receivers.
+
+    `method_chain(expr, 2)` on `f(x).a().b()` gives [`f(x).a().b()`, `f(x).a()`, `f(x)`].
+    Raises RewriteError when the expression does not have that shape.
+    """
+    calls: list[cst.Call] = []
+    current = node
+    for _ in range(depth + 1):
+        if not isinstance(current, cst.Call):
+            raise RewriteError("expected a call")
+        calls.append(current)
+        if len(calls) == depth + 1:
+            break
+        func = current.func
+        if not isinstance(func, cst.Attribute):
+            raise RewriteError("expected a method call")
+        current = func.value
+    return calls

@@ -5,6 +5,11 @@ The registry is this explicit list: adding a rule is one module plus one line he
 
 from __future__ import annotations
 
+from .data.blocking_copy import BlockingHostToDeviceCopy
+from .data.create_then_move import CreateThenMove
+from .data.loader_pin_memory import DataLoaderWithoutPinMemory
+from .data.loader_workers import DataLoaderWithoutWorkers
+from .data.tensor_from_numpy import TensorFromNumpyCopy
 from .meta.cannot_analyze import CannotAnalyze
 from .sync.boolean_mask import BooleanMaskIndexing
 from .sync.item import TensorItem
@@ -13,6 +18,11 @@ from .sync.truthiness import TensorTruthiness
 
 RULES = [
     CannotAnalyze,
+    CreateThenMove,
+    TensorFromNumpyCopy,
+    DataLoaderWithoutWorkers,
+    DataLoaderWithoutPinMemory,
+    BlockingHostToDeviceCopy,
     TensorItem,
     TensorTruthiness,
     Nonzero,

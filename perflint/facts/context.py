@@ -45,6 +45,11 @@ class RuleContext:
         return self._walker.func.name if self._walker else "<module>"
 
     @property
+    def function_node(self) -> ast.AST | None:
+        """The function (or the module) whose body is being walked."""
+        return self._walker.func.node if self._walker else None
+
+    @property
     def statement(self) -> ast.stmt | None:
         return self._walker.stmt if self._walker else None
 
@@ -101,9 +106,15 @@ class RuleContext:
     def torch_alias(self) -> str | None:
         """The local name bound to the `torch` module, if any."""
         assert self._walker is not None
-        for name in ("torch",):
-            if self._walker.lookup(name).ref == "torch":
-                return name
+        walker = self._walker
+        # Only a real binding counts: `lookup` falls back to conventional aliases for free
+        # names, and a fix must not write `torch.` into a file that never imports it.
+        for env in (walker.env, *walker._outer):
+            bound = env.get("torch")
+            if bound is not None:
+                if bound.kind is Kind.REF and bound.ref == "torch":
+                    return "torch"
+                break
         for name, value in self.analysis.module_env.items():
             if value.kind is Kind.REF and value.ref == "torch":
                 return name
