@@ -12,7 +12,7 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.facts.values import Kind
 
-from ._moves import Move, device_move, has_star, keyword, root_name
+from ._moves import Move, device_move, has_star, keyword, root_name, written_after
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
 #            pin_memory, drop_last, timeout, worker_init_fn, ...): positions of the ones we read.
@@ -69,22 +69,6 @@ def pins_memory(loader: ast.Call) -> bool:
     return literal(argument(loader, "pin_memory")) is True
 
 
-def _in_place_target(node: ast.AST) -> ast.expr | None:
-    """The expression an in-place statement or call writes to, if any."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        attr = node.func.attr
-        if attr.endswith("_") and not attr.startswith("_"):
-            return node.func.value
-    if isinstance(node, ast.AugAssign):
-        return node.target
-    if isinstance(node, (ast.Assign, ast.AnnAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for target in targets:
-            if isinstance(target, (ast.Subscript, ast.Attribute)):
-                return target
-    return None
-
-
 def host_copy_may_be_mutated(move: Move, ctx: RuleContext) -> bool:
     """Could the host tensor being copied be written after the copy is queued?
 
@@ -98,22 +82,10 @@ def host_copy_may_be_mutated(move: Move, ctx: RuleContext) -> bool:
     if function is None or root is None:
         return True
     names = {root}
-    end = (move.call.end_lineno or move.call.lineno, move.call.end_col_offset or 0)
     for node in ast.walk(function):
         if isinstance(node, (ast.For, ast.AsyncFor)) and _contains(node, move.call):
             names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
-    for node in ast.walk(function):
-        start = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-        if start < end:
-            continue
-        target = _in_place_target(node)
-        if target is not None and root_name(target) in names:
-            return True
-        if isinstance(node, ast.Call):
-            out = keyword(node, "out")
-            if out is not None and root_name(out.value) in names:
-                return True
-    return False
+    return written_after(names, move.call, function)
 
 
 def _contains(outer: ast.AST, inner: ast.AST) -> bool:

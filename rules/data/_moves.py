@@ -230,3 +230,38 @@ def literal_bool(call: ast.Call, name: str, position: int | None) -> bool | None
     if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int)):
         return bool(node.value)
     raise LookupError(name)
+
+
+def in_place_target(node: ast.AST) -> ast.expr | None:
+    """The expression an in-place statement or call writes to, if any: `x.add_(1)`,
+    `x += 1`, `x[0] = 1`, `x.data = y`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        attr = node.func.attr
+        if attr.endswith("_") and not attr.startswith("_"):
+            return node.func.value
+    if isinstance(node, ast.AugAssign):
+        return node.target
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, (ast.Subscript, ast.Attribute)):
+                return target
+    return None
+
+
+def written_after(names: set[str], after: ast.AST, scope: ast.AST) -> bool:
+    """Is a tensor bound to one of `names` written in place (or passed as `out=`) anywhere
+    in `scope` after `after` ends? Conservative: names, not values."""
+    end = (getattr(after, "end_lineno", None) or after.lineno, getattr(after, "end_col_offset", None) or 0)  # type: ignore[attr-defined]
+    for node in ast.walk(scope):
+        start = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        if start < end:
+            continue
+        target = in_place_target(node)
+        if target is not None and root_name(target) in names:
+            return True
+        if isinstance(node, ast.Call):
+            out = keyword(node, "out")
+            if out is not None and root_name(out.value) in names:
+                return True
+    return False

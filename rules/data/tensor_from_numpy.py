@@ -10,7 +10,7 @@ from perflint.rewrite import RewriteError
 from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._moves import has_star
+from ._moves import device_target, has_star, keyword
 
 # `torch.tensor` keywords `as_tensor` has too; anything else (requires_grad, pin_memory,
 # names) keeps the copy.
@@ -22,7 +22,9 @@ class TensorFromNumpyCopy(Rule):
     Checks for `torch.tensor(array)` on a NumPy array in code that runs every step.
 
     `torch.Tensor(array)` is not reported: the legacy constructor already shares the array's
-    memory when its dtype is the default dtype, and must convert (copy) otherwise.
+    memory when its dtype is the default dtype, and must convert (copy) otherwise. Neither
+    is `torch.tensor(array, device=..., dtype=...)`: with a device or dtype given, PyTorch
+    converts the array straight to its destination, the one copy that is needed anyway.
 
     ## Why is this bad?
     `torch.tensor` always copies its input. For a NumPy array that is a full copy in host
@@ -55,9 +57,9 @@ class TensorFromNumpyCopy(Rule):
     The fix is **unsafe**. `torch.as_tensor` shares memory with the array (when the dtype
     and device match), so a later in-place change to either the array or the tensor shows
     up in the other, where `torch.tensor` made an independent copy. Everything else is kept:
-    both keep the array's dtype (a float64 array stays float64), `dtype=` and `device=` mean
-    the same, and both reject arrays with negative strides. Calls with `requires_grad=`
-    (which only `torch.tensor` accepts) or `pin_memory=` are reported without a fix.
+    both keep the array's dtype (a float64 array stays float64) and both reject arrays with
+    negative strides. Calls with `requires_grad=` (which only `torch.tensor` accepts) or
+    `pin_memory=` are reported without a fix.
     Read-only arrays make `as_tensor` warn once, and writing to the tensor is then undefined.
 
     ## References
@@ -80,7 +82,7 @@ class TensorFromNumpyCopy(Rule):
             for images, labels in loader:
                 weights = np.ones(len(labels))
                 w = torch.tensor(weights)
-                extra = torch.tensor(images.numpy(), dtype=torch.float32)
+                extra = torch.tensor(images.numpy(), device="cpu")
             """,
             count=2,
             fixed="""
@@ -90,7 +92,7 @@ class TensorFromNumpyCopy(Rule):
             for images, labels in loader:
                 weights = np.ones(len(labels))
                 w = torch.as_tensor(weights)
-                extra = torch.as_tensor(images.numpy(), dtype=torch.float32)
+                extra = torch.as_tensor(images.numpy(), device="cpu")
             """,
             unsafe_fixes=True,
         ),
@@ -128,8 +130,11 @@ class TensorFromNumpyCopy(Rule):
                 b = torch.tensor(y.tolist())
                 c = torch.as_tensor(np.zeros(3))
                 d = torch.Tensor(np.zeros(3, dtype=np.float32))
+                e = torch.tensor(np.zeros(3), device=device)
+                f = torch.tensor(np.zeros(3), dtype=torch.float32)
             """,
-            note="lists, as_tensor, and the legacy constructor (which already shares memory)",
+            note="lists, as_tensor, the legacy constructor (which already shares memory), and "
+                 "conversions to another device or dtype (one copy either way)",
         ),
         Valid(
             """
@@ -159,7 +164,10 @@ class TensorFromNumpyCopy(Rule):
         name = ctx.call_name(node)
         if name != "torch.tensor" or len(node.args) != 1:
             return
-        if ctx.value(node.args[0]).kind is not Kind.NDARRAY:
+        if ctx.value(node.args[0]).kind is not Kind.NDARRAY or keyword(node, "dtype") is not None:
+            return
+        device = keyword(node, "device")
+        if device is not None and device_target(device.value, ctx) != "cpu":
             return
         ctx.report(node, call=ctx.text(node.func), fix=self._fix(node, ctx))
 
