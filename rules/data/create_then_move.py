@@ -26,15 +26,20 @@ _INT_CALLS = frozenset({"builtins.len", "builtins.int"})
 _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
 
 
-def _is_int_expr(node: ast.expr, ctx: RuleContext) -> bool:
+def _is_int_expr(node: ast.expr, ctx: RuleContext, depth: int = 0) -> bool:
     """An expression that is a Python int by its shape: literals, `len(x)`, `x.size(0)`,
-    `x.shape[0]`, and `+ - * // %` of those."""
+    `x.shape[0]`, `+ - * // %` of those, and a local name only ever assigned such an
+    expression (or a parameter annotated `int`)."""
+    if depth > 4:
+        return False
     if isinstance(node, ast.Constant):
         return type(node.value) is int
+    if isinstance(node, ast.Name):
+        return _int_name(node.id, ctx, depth + 1)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return _is_int_expr(node.operand, ctx)
+        return _is_int_expr(node.operand, ctx, depth)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
-        return _is_int_expr(node.left, ctx) and _is_int_expr(node.right, ctx)
+        return _is_int_expr(node.left, ctx, depth) and _is_int_expr(node.right, ctx, depth)
     if isinstance(node, ast.Call):
         if ctx.call_name(node) in _INT_CALLS:
             return True
@@ -44,6 +49,31 @@ def _is_int_expr(node: ast.expr, ctx: RuleContext) -> bool:
         base = node.value
         return isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(node.slice, (ast.Constant, ast.UnaryOp))
     return False
+
+
+def _int_name(name: str, ctx: RuleContext, depth: int) -> bool:
+    function = ctx.function_node
+    if function is None:
+        return False
+    values: list[ast.expr] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.arg) and node.arg == name:
+            return isinstance(node.annotation, ast.Name) and node.annotation.id == "int" and not values
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                if name not in names:
+                    continue
+                if not isinstance(target, ast.Name) or isinstance(node, ast.AugAssign) or node.value is None:
+                    return False  # unpacked, augmented, or annotated only: not a plain int
+                values.append(node.value)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension, ast.Global, ast.Nonlocal)):
+            bound = node.target if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) else node
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(bound)) or \
+                    name in getattr(node, "names", ()):
+                return False
+    return bool(values) and all(_is_int_expr(v, ctx, depth) for v in values)
 
 
 def _int_arange(call: ast.Call, ctx: RuleContext) -> bool:

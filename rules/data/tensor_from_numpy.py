@@ -56,9 +56,10 @@ class TensorFromNumpyCopy(Rule):
     ## Fix safety
     The fix is **unsafe**. `torch.as_tensor` shares memory with the array (when the dtype
     and device match), so a later in-place change to either the array or the tensor shows
-    up in the other, where `torch.tensor` made an independent copy. Everything else is kept:
-    both keep the array's dtype (a float64 array stays float64) and both reject arrays with
-    negative strides. Calls with `requires_grad=` (which only `torch.tensor` accepts) or
+    up in the other, where `torch.tensor` made an independent copy; and a non-contiguous
+    array gives a tensor with the array's strides, where `torch.tensor` made it contiguous.
+    Values, shape and dtype are kept (a float64 array stays float64), and both reject arrays
+    with negative strides. Calls with `requires_grad=` (which only `torch.tensor` accepts) or
     `pin_memory=` are reported without a fix.
     Read-only arrays make `as_tensor` warn once, and writing to the tensor is then undefined.
 
