@@ -8,7 +8,6 @@ repeat until nothing changes. Imports a fix needs are scheduled with libcst's
 
 from __future__ import annotations
 
-import ast
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -93,10 +92,13 @@ def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 
 def compiles(text: str, path: str) -> bool:
+    """Does `text` compile to bytecode? A full compile, not just a parse: it also catches
+    what only the compiler checks (`await` outside an async function, `return` at module
+    level, a misplaced `nonlocal`)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(text, path, "exec", dont_inherit=True)
         return True
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
@@ -160,9 +162,14 @@ def fix_text(
 
 
 def _fix_key(source: SourceFile, diagnostic: Diagnostic) -> str:
+    """Identifies a fix across rounds. The finding's own source text, not its line or its
+    position: another fix on the same line moves it but must not make a broken fix look new
+    (it would be retried, and reported as dropped, every round)."""
     assert diagnostic.fix is not None
+    start = source.offset(diagnostic.location.row, diagnostic.location.column - 1)
+    end = source.offset(diagnostic.end_location.row, diagnostic.end_location.column - 1)
     return diagnostic.fix.message + "|" + "|".join(e.content for e in diagnostic.fix.edits) + \
-        "|" + source.line_text(diagnostic.location.row).strip()
+        "|" + source.text[start:end]
 
 
 def _offsets(source: SourceFile, diagnostic: Diagnostic) -> list[tuple[int, int, str]]:
