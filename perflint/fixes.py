@@ -119,6 +119,9 @@ class FixOutcome:
     fixed: list[Diagnostic] = field(default_factory=list)
     remaining: list[Diagnostic] = field(default_factory=list)
     dropped: list[tuple[Diagnostic, str]] = field(default_factory=list)  # fixes that broke the file
+    # Each round: the text it started from and the character-offset edits applied to it
+    # (what a caller needs to check that nothing outside the fixes changed).
+    rounds: list[tuple[str, list[tuple[int, int, str]]]] = field(default_factory=list)
 
     def changed(self, original: str) -> bool:
         return self.text != original
@@ -135,6 +138,7 @@ def fix_text(
     originally_compiles = compiles(original, source.path)
     current = source
     fixed: list[Diagnostic] = []
+    rounds: list[tuple[str, list[tuple[int, int, str]]]] = []
     dropped: list[tuple[Diagnostic, str]] = []
     broken: set[tuple[str, str]] = set()  # (code, fix message) pairs known to break the file
     diagnostics = lint(current)
@@ -146,7 +150,8 @@ def fix_text(
         chosen = _non_overlapping(current, candidates)
         if not chosen:
             break
-        text = apply_edits(current.text, _dedupe_inserts([e for d in chosen for e in _offsets(current, d)]))
+        edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
+        text = apply_edits(current.text, edits)
         if originally_compiles and not compiles(text, source.path):
             text, kept, bad = _apply_individually(current, chosen, source.path)
             for diagnostic in bad:
@@ -155,10 +160,12 @@ def fix_text(
             chosen = kept
             if not chosen:
                 continue
+            edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
         fixed.extend(chosen)
+        rounds.append((current.text, edits))
         current = make_source(text)
         diagnostics = lint(current)
-    return FixOutcome(current.text, fixed, diagnostics, dropped)
+    return FixOutcome(current.text, fixed, diagnostics, dropped, rounds)
 
 
 def _fix_key(source: SourceFile, diagnostic: Diagnostic) -> str:

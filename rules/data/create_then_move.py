@@ -5,6 +5,7 @@ import ast
 import libcst as cst
 
 from perflint.facts.context import RuleContext
+from perflint.facts.torch_api import dtype_class_of
 from perflint.rewrite import RewriteError, code, method_chain, set_keyword
 from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
@@ -77,12 +78,11 @@ def _int_name(name: str, ctx: RuleContext, depth: int) -> bool:
 
 
 def _int_arange(call: ast.Call, ctx: RuleContext) -> bool:
-    """`torch.arange` with integer arguments: exact integers on every device."""
+    """`torch.arange` with integer arguments or an integer dtype: both kernels compute
+    `start + i * step` in int64, exactly."""
     dtype = keyword(call, "dtype")
-    if dtype is not None and ctx.qualname(dtype.value) not in (
-        "torch.int64", "torch.long", "torch.int32", "torch.int", "torch.int16", "torch.int8", "torch.uint8",
-    ):
-        return False
+    if dtype is not None:
+        return dtype_class_of(ctx.qualname(dtype.value)) == "int"
     values = list(call.args) + [k.value for k in call.keywords if k.arg in ("start", "end", "step")]
     return bool(values) and all(_is_int_expr(v, ctx) for v in values)
 
@@ -127,10 +127,10 @@ class CreateThenMove(Rule):
     It is **safe** for deterministic factories: `zeros`, `ones`, `empty` (uninitialized
     either way), `eye`, `full`, the `*_like` forms of these, `tensor(data)` and
     `as_tensor(data)` (an exact copy of the same data), and `arange` with integer
-    arguments (integers are computed exactly on every device). A cast is folded into
-    `dtype=` only for `zeros`, `ones`, `empty` and `eye`, whose values every dtype holds
-    exactly. `.type_as(other)` becomes `device=other.device.type`, because `type_as` moves to
-    the *current* device of that type, not to `other`'s device index.
+    arguments or an integer `dtype=` (both kernels compute `start + i * step` in int64).
+    A cast is folded into `dtype=` only for `zeros`, `ones`, `empty` and `eye`, whose values
+    every dtype holds exactly. `.type_as(other)` becomes `device=other.device.type`, because
+    `type_as` moves to the *current* device of that type, not to `other`'s device index.
 
     It is **unsafe** when:
     - the factory is random (`rand`, `randn`, `randint`, `randperm`, `*_like`): CPU and CUDA
