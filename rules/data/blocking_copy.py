@@ -174,8 +174,8 @@ class BlockingHostToDeviceCopy(Rule):
     ]
     benchmark = Benchmark(
         setup="""
-            w = torch.randn(2048, 2048, device=device)
-            batch = torch.randn(64, 2048)
+            w = torch.randn(1024, 1024, device=device)
+            batch = torch.randn(64, 1024)
             if device.type == "cuda":
                 batch = batch.pin_memory()
         """,

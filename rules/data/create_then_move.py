@@ -148,7 +148,10 @@ class CreateThenMove(Rule):
     There is no fix when `device=` cannot be written (a `*args` / `**kwargs` that could
     already carry it, `out=`, `pin_memory=`, `generator=`, `copy=True`, `memory_format=`,
     `.cuda(i)` with an `i` of unknown type), and for `bernoulli`, `multinomial`, `poisson` and
-    `normal`, which take their device from their input tensors.
+    `normal`, which take their device from their input tensors. `.cuda(i)` becomes
+    `device="cuda:N"` for a literal, `device=torch.device("cuda", i)` for an integer
+    expression (an `int` parameter, `len(...)`, `x.shape[0]`, a local only assigned those),
+    and has no fix when `i` could also be a string or a device.
 
     ## References
     - [Performance tuning guide: create tensors directly on the target device](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#create-tensors-directly-on-the-target-device)
@@ -212,6 +215,26 @@ class CreateThenMove(Rule):
                     return pad, ones, cast, like
             """,
             note="moves that also cast fold the dtype into exact factories",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x, gpu: int):
+                    rows = x.shape[0]
+                    return torch.ones(rows).cuda(gpu), torch.zeros(2).cuda(device=rows % 2)
+            """,
+            count=2,
+            fixed="""
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x, gpu: int):
+                    rows = x.shape[0]
+                    return torch.ones(rows, device=torch.device("cuda", gpu)), torch.zeros(2, device=torch.device("cuda", rows % 2))
+            """,
+            note="`.cuda(i)` with an integer index",
         ),
         Invalid(
             """
@@ -383,7 +406,7 @@ class CreateThenMove(Rule):
 
     def _fix(self, node: ast.Call, move, inner: ast.Call, factory: str, casts: list[ast.Call],
              ctx: RuleContext) -> FixPlan | None:
-        if move.device is None or not move.fixable or factory in _RANDOM_NO_DEVICE or has_star(inner):
+        if not move.fixable or factory in _RANDOM_NO_DEVICE or has_star(inner):
             return None
         if any(keyword(inner, k) is not None for k in _BLOCKING_KEYWORDS):
             return None
@@ -395,6 +418,15 @@ class CreateThenMove(Rule):
             alias, needs_import = "torch", True
         else:
             needs_import = False
+        device = move.device
+        if device is None and move.method == "cuda":
+            index = node.args[0] if node.args else getattr(keyword(node, "device"), "value", None)
+            if index is not None and _is_int_expr(index, ctx):  # `.cuda(local_rank)`
+                device = f'{alias}.device("cuda", {ctx.text(index)})'
+                if needs_import:
+                    imports = ["torch"]
+        if device is None:
+            return None
         dtypes = [cast_dtype(c, ctx, alias) for c in reversed(casts)]
         if move.dtype is not None:
             dtypes.append(move.dtype)
@@ -430,7 +462,6 @@ class CreateThenMove(Rule):
         if "#" in ctx.source.text[inner_end:end]:
             return None  # a comment inside the removed part: do not lose it
         depth = len(casts) + 1 + (self._depth(span, node))
-        device = move.device
 
         def transform(expr: cst.BaseExpression) -> cst.BaseExpression:
             calls = method_chain(expr, depth)

@@ -147,19 +147,19 @@ class DataLoaderWithoutWorkers(Rule):
         setup="""
             class Decoded(torch.utils.data.Dataset):
                 def __len__(self):
-                    return 256
+                    return 128
 
                 def __getitem__(self, i):
                     g = torch.Generator().manual_seed(i)
-                    x = torch.randn(96, 96, generator=g)
-                    for _ in range(20):  # stands in for decoding and augmentation
-                        x = torch.tanh(x @ x.T / 96)
+                    x = torch.randn(64, 64, generator=g)
+                    for _ in range(8):  # stands in for decoding and augmentation
+                        x = torch.tanh(x @ x.T / 64)
                     return x
 
             dataset = Decoded()
-            main_process = torch.utils.data.DataLoader(dataset, batch_size=32)
+            main_process = torch.utils.data.DataLoader(dataset, batch_size=16)
             # fork: the dataset class lives in this snippet, not in an importable module
-            workers = torch.utils.data.DataLoader(dataset, batch_size=32, num_workers=2,
+            workers = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=2,
                                                   persistent_workers=True,
                                                   multiprocessing_context="fork")
         """,

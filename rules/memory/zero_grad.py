@@ -151,9 +151,9 @@ class ZeroGradSetToNoneFalse(Rule):
     benchmark = Benchmark(
         setup="""
             torch.manual_seed(0)
-            model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(16)]).to(device)
+            model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(16)]).to(device)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-            x = torch.randn(32, 512, device=device)
+            x = torch.randn(32, 256, device=device)
             start = [p.detach().clone() for p in model.parameters()]
         """,
         bad="""
