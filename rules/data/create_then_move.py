@@ -176,8 +176,9 @@ class CreateThenMove(Rule):
                 c = torch.tensor([1.0, 2.0]).to(x.device)
                 d = torch.eye(3).cuda(non_blocking=True)
                 e = torch.arange(x.shape[0]).cuda(0)
+                f = torch.full((2,), 1.5, device="cpu").to(device)
             """,
-            count=5,
+            count=6,
             fixed="""
             import torch
 
@@ -188,6 +189,7 @@ class CreateThenMove(Rule):
                 c = torch.tensor([1.0, 2.0], device=x.device)
                 d = torch.eye(3, device="cuda")
                 e = torch.arange(x.shape[0], device="cuda:0")
+                f = torch.full((2,), 1.5, device=device)
             """,
         ),
         Invalid(
@@ -333,6 +335,7 @@ class CreateThenMove(Rule):
                 c = torch.zeros(3).to("cpu")
                 d = x.to(device)
                 e = torch.from_numpy(arr).to(device)
+                f = torch.zeros(3).to(memory_format=torch.channels_last)
             """,
             note="already on the device, dtype-only casts, CPU targets, batches, from_numpy",
         ),
