@@ -12,10 +12,13 @@ from perflint.types import Applicability, FixAvailability
 
 from ._moves import cast_dtype, device_move, has_star, is_false, keyword, parent_map
 
-# Factories whose values every dtype represents exactly (0, 1, or uninitialized): a cast
-# after them can be folded into `dtype=` without changing a bit.
-_EXACT = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"})
-_DETERMINISTIC = _EXACT | {"full", "full_like", "tensor", "as_tensor"}
+# Factories whose values every dtype represents exactly (0, 1, or uninitialized) and that
+# accept every dtype: a cast after them can be folded into `dtype=` without changing a bit.
+_EXACT = frozenset({"zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like"})
+# Values exact in every dtype, so a cast gives the same bits on any device; but `eye` does
+# not take every dtype (uint16/32/64, complex32 raise), so the cast stays a `.to(dtype)`.
+_EXACT_CAST = _EXACT | {"eye"}
+_DETERMINISTIC = _EXACT_CAST | {"full", "full_like", "tensor", "as_tensor"}
 _RANGES = frozenset({"arange", "linspace", "logspace"})
 _RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
 # Random ops without a `device=` parameter: reported, never fixed.
@@ -128,9 +131,11 @@ class CreateThenMove(Rule):
     either way), `eye`, `full`, the `*_like` forms of these, `tensor(data)` and
     `as_tensor(data)` (an exact copy of the same data), and `arange` with integer
     arguments or an integer `dtype=` (both kernels compute `start + i * step` in int64).
-    A cast is folded into `dtype=` only for `zeros`, `ones`, `empty` and `eye`, whose values
-    every dtype holds exactly. `.type_as(other)` becomes `device=other.device.type`, because
-    `type_as` moves to the *current* device of that type, not to `other`'s device index.
+    A cast is folded into `dtype=` only for `zeros`, `ones` and `empty`, whose values every
+    dtype holds exactly and which accept every dtype; `eye` keeps it as `.to(dtype)` (its
+    0s and 1s cast exactly on any device, but it rejects some dtypes). `.type_as(other)`
+    becomes `device=other.device.type`, because `type_as` moves to the *current* device of
+    that type, not to `other`'s device index.
 
     It is **unsafe** when:
     - the factory is random (`rand`, `randn`, `randint`, `randperm`, `*_like`): CPU and CUDA
@@ -141,9 +146,9 @@ class CreateThenMove(Rule):
     - the factory has `requires_grad=True`: the original result is a non-leaf copy whose
       gradient flows back to a CPU leaf, the rewritten one is the leaf itself;
     - the move also casts a factory whose values are not exact in every dtype (`tensor`,
-      `full`, `arange`): the fix keeps the cast as `.to(dtype)` but it now runs on the GPU,
-      and out-of-range float-to-integer conversions are undefined and differ between CPU and
-      CUDA kernels.
+      `full`, `arange`, the random ones): the fix keeps the cast as `.to(dtype)`, but it now
+      runs on the GPU, and out-of-range float-to-integer conversions are undefined and differ
+      between CPU and CUDA kernels.
 
     There is no fix when `device=` cannot be written (a `*args` / `**kwargs` that could
     already carry it, `out=`, `pin_memory=`, `generator=`, `copy=True`, `memory_format=`,
@@ -458,7 +463,7 @@ class CreateThenMove(Rule):
         if requires_grad is not None and not is_false(requires_grad.value):
             applicability = Applicability.UNSAFE
         fold = factory in _EXACT
-        if dtype is not None and not fold:
+        if dtype is not None and factory not in _EXACT_CAST:
             applicability = Applicability.UNSAFE
         start, end = ctx.offsets(span)
         inner_end = ctx.offsets(inner)[1]
