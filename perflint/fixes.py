@@ -135,7 +135,7 @@ def fix_text(
 ) -> FixOutcome:
     """Apply fixes until nothing applicable is left (at most MAX_ITERATIONS rounds)."""
     original = source.text
-    originally_compiles = compiles(original, source.path)
+    originally_compiles: bool | None = None  # computed once, and only if there is a fix to check
     current = source
     fixed: list[Diagnostic] = []
     rounds: list[tuple[str, list[tuple[int, int, str]]]] = []
@@ -152,6 +152,8 @@ def fix_text(
             break
         edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
         text = apply_edits(current.text, edits)
+        if originally_compiles is None:
+            originally_compiles = compiles(original, source.path)
         if originally_compiles and not compiles(text, source.path):
             text, kept, bad = _apply_individually(current, chosen, source.path)
             for diagnostic in bad:
