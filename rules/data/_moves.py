@@ -141,6 +141,7 @@ def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
     non_blocking: ast.expr | None = None
     copy: ast.expr | None = None
     device_text: str | None = None
+    to_other = False  # `.to(other_tensor)`: a move even when it cannot be rewritten
     if args:
         first = args[0]
         if is_dtype(first, ctx):
@@ -155,7 +156,7 @@ def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
         elif ctx.value(first).kind in (Kind.TENSOR, Kind.BATCH):
             if not _maybe_accel_tensor(first, ctx):
                 return None
-            pure = is_pure(first)
+            pure, to_other = is_pure(first), True
             text = ctx.text(first)
             device_text = f"{text}.device" if pure else None
             dtype_text = f"{text}.dtype" if pure else None
@@ -181,9 +182,10 @@ def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
         if device_target(device_node, ctx) == "cpu":
             return None
         device_text = ctx.text(device_node)  # moved, not copied: still evaluated once
-    elif device_text is None:
+    elif not to_other:
         return None  # a dtype-only conversion, or nothing: not a move
-    fixable = not star and keyword(call, "memory_format") is None and (copy is None or is_false(copy))
+    fixable = device_text is not None and not star and keyword(call, "memory_format") is None \
+        and (copy is None or is_false(copy))
     return Move(call, receiver, name, device_text, dtype_text, non_blocking, fixable)
 
 

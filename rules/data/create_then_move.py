@@ -291,12 +291,13 @@ class CreateThenMove(Rule):
                 b = torch.zeros(*shape).to(x.device, copy=True)
                 c = torch.bernoulli(torch.full((3,), 0.5)).cuda()
                 d = torch.zeros(3).cuda(rank)
-                return a, b, c, d
+                e = torch.zeros(3).to(x * 2)
+                return a, b, c, d, e
 
             for batch in loader:
                 step(model(batch), {}, 3)
             """,
-            count=4,
+            count=5,
             fixed="""
             import torch
 
@@ -305,12 +306,14 @@ class CreateThenMove(Rule):
                 b = torch.zeros(*shape).to(x.device, copy=True)
                 c = torch.bernoulli(torch.full((3,), 0.5)).cuda()
                 d = torch.zeros(3).cuda(rank)
-                return a, b, c, d
+                e = torch.zeros(3).to(x * 2)
+                return a, b, c, d, e
 
             for batch in loader:
                 step(model(batch), {}, 3)
             """,
-            note="reported, but no fix: **kwargs could hold device, copy=True, no device parameter, unknown index",
+            note="reported, but no fix: **kwargs could hold device, copy=True, no device parameter, "
+                 "an index of unknown type, a target tensor that is not a plain name",
         ),
         Invalid(
             """
