@@ -8,7 +8,6 @@ repeat until nothing changes. Imports a fix needs are scheduled with libcst's
 
 from __future__ import annotations
 
-import ast
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -93,10 +92,13 @@ def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
 
 
 def compiles(text: str, path: str) -> bool:
+    """Does `text` compile to bytecode? A full compile, not just a parse: it also catches
+    what only the compiler checks (`await` outside an async function, `return` at module
+    level, a misplaced `nonlocal`)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(text, path, "exec", dont_inherit=True)
         return True
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
@@ -117,6 +119,9 @@ class FixOutcome:
     fixed: list[Diagnostic] = field(default_factory=list)
     remaining: list[Diagnostic] = field(default_factory=list)
     dropped: list[tuple[Diagnostic, str]] = field(default_factory=list)  # fixes that broke the file
+    # Each round: the text it started from and the character-offset edits applied to it
+    # (what a caller needs to check that nothing outside the fixes changed).
+    rounds: list[tuple[str, list[tuple[int, int, str]]]] = field(default_factory=list)
 
     def changed(self, original: str) -> bool:
         return self.text != original
@@ -134,9 +139,10 @@ def fix_text(
     `on_edits(text, edits)` is told each round's edits (offsets into `text`), for callers
     that map positions through the rounds (notebook cells)."""
     original = source.text
-    originally_compiles = compiles(original, source.path)
+    originally_compiles: bool | None = None  # computed once, and only if there is a fix to check
     current = source
     fixed: list[Diagnostic] = []
+    rounds: list[tuple[str, list[tuple[int, int, str]]]] = []
     dropped: list[tuple[Diagnostic, str]] = []
     broken: set[tuple[str, str]] = set()  # (code, fix message) pairs known to break the file
     diagnostics = lint(current)
@@ -150,6 +156,8 @@ def fix_text(
             break
         edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
         text = apply_edits(current.text, edits)
+        if originally_compiles is None:
+            originally_compiles = compiles(original, source.path)
         if originally_compiles and not compiles(text, source.path):
             text, kept, bad = _apply_individually(current, chosen, source.path)
             for diagnostic in bad:
@@ -162,15 +170,21 @@ def fix_text(
         if on_edits is not None:
             on_edits(current.text, edits)
         fixed.extend(chosen)
+        rounds.append((current.text, edits))
         current = make_source(text)
         diagnostics = lint(current)
-    return FixOutcome(current.text, fixed, diagnostics, dropped)
+    return FixOutcome(current.text, fixed, diagnostics, dropped, rounds)
 
 
 def _fix_key(source: SourceFile, diagnostic: Diagnostic) -> str:
+    """Identifies a fix across rounds. The finding's own source text, not its line or its
+    position: another fix on the same line moves it but must not make a broken fix look new
+    (it would be retried, and reported as dropped, every round)."""
     assert diagnostic.fix is not None
+    start = source.offset(diagnostic.location.row, diagnostic.location.column - 1)
+    end = source.offset(diagnostic.end_location.row, diagnostic.end_location.column - 1)
     return diagnostic.fix.message + "|" + "|".join(e.content for e in diagnostic.fix.edits) + \
-        "|" + source.line_text(diagnostic.location.row).strip()
+        "|" + source.text[start:end]
 
 
 def _offsets(source: SourceFile, diagnostic: Diagnostic) -> list[tuple[int, int, str]]:

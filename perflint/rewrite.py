@@ -3,11 +3,13 @@ formatting (comments, line breaks, spacing) everywhere the fix does not touch.""
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import libcst as cst
 
 _MODULE = cst.Module(body=[])
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class RewriteError(Exception):
@@ -28,17 +30,24 @@ def parse_expression(text: str) -> tuple[cst.BaseExpression, bool]:
     return node, True
 
 
-def code(node: cst.CSTNode) -> str:
-    return _MODULE.code_for_node(node)
+def code(node: cst.CSTNode, newline: str = "\n") -> str:
+    module = _MODULE if newline == "\n" else cst.Module(body=[], default_newline=newline)
+    return module.code_for_node(node)
+
+
+def _newline_of(text: str) -> str:
+    match = _LINE_BREAK.search(text)
+    return match.group(0) if match else "\n"
 
 
 def rewrite_expression(text: str, transform: Callable[[cst.BaseExpression], cst.BaseExpression]) -> str:
+    """Apply `transform` to the expression `text`; line breaks the transform copies keep the
+    text's own style (`\r\n`, `\r`)."""
+    newline = _newline_of(text)
     node, wrapped = parse_expression(text)
     if wrapped:
         node = node.with_changes(lpar=node.lpar[1:], rpar=node.rpar[:-1])
-        result = transform(node)
-        return code(result)
-    return code(transform(node))
+    return code(transform(node), newline)
 
 
 def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
@@ -66,9 +75,23 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
             closing = cst.ParenthesizedWhitespace(indent=layout.indent, last_line=layout.last_line)
             args.append(arg.with_changes(comma=cst.Comma(whitespace_after=closing)))
         else:
-            # keep the user's trailing comma: put the new argument before it
-            args[-1] = last.with_changes(comma=trailing.with_changes(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(arg.with_changes(comma=cst.Comma()))
+            # A trailing comma: one argument per line stays one per line, each comment stays
+            # on its argument's line, and the closing bracket keeps its indentation.
+            after = trailing.whitespace_after
+            separator = None
+            if len(args) > 1 and isinstance(args[-2].comma, cst.Comma):
+                if _has_newline(args[-2].comma.whitespace_after):
+                    separator = args[-2].comma.whitespace_after
+            elif _has_newline(call.whitespace_before_args):
+                separator = call.whitespace_before_args
+            if separator is not None and _has_newline(after):
+                assert isinstance(separator, cst.ParenthesizedWhitespace) and isinstance(after, cst.ParenthesizedWhitespace)
+                args[-1] = last.with_changes(comma=trailing.with_changes(
+                    whitespace_after=after.with_changes(indent=separator.indent, last_line=separator.last_line)))
+                args.append(arg.with_changes(comma=cst.Comma(whitespace_after=_bare(after))))
+            else:
+                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                args.append(arg.with_changes(comma=trailing))
     else:
         args.append(arg)
     return call.with_changes(args=args)
@@ -93,6 +116,18 @@ def _one_per_line(call: cst.Call, trailing: cst.Comma) -> bool:
                for a in call.args[:-1])
 
 
+def _bare(whitespace: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """The same line break and indentation, without the comment or blank lines around it
+    (copying those would duplicate the user's comments)."""
+    if isinstance(whitespace, cst.ParenthesizedWhitespace):
+        return whitespace.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return whitespace
+
+
+def _has_newline(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
+    return isinstance(whitespace, cst.ParenthesizedWhitespace)
+
+
 def remove_keyword(call: cst.Call, name: str) -> cst.Call:
     """Remove the `name=...` argument, keeping the layout before the closing bracket."""
     args = list(call.args)
@@ -110,3 +145,34 @@ def remove_keyword(call: cst.Call, name: str) -> cst.Call:
             comma = comma.with_changes(whitespace_after=own.with_changes(last_line=comma.whitespace_after.last_line))
         args[-1] = last.with_changes(comma=comma)
     return call.with_changes(args=args)
+
+
+def set_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
+    """Give `name=value`: replace the value of an existing `name=` argument, else append it."""
+    for index, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            args = list(call.args)
+            args[index] = arg.with_changes(value=cst.parse_expression(value))
+            return call.with_changes(args=args)
+    return add_keyword(call, name, value)
+
+
+def method_chain(node: cst.BaseExpression, depth: int) -> list[cst.Call]:
+    """The calls of `f(...).a(...).b(...)` from the outermost down `depth` receivers.
+
+    `method_chain(expr, 2)` on `f(x).a().b()` gives [`f(x).a().b()`, `f(x).a()`, `f(x)`].
+    Raises RewriteError when the expression does not have that shape.
+    """
+    calls: list[cst.Call] = []
+    current = node
+    for _ in range(depth + 1):
+        if not isinstance(current, cst.Call):
+            raise RewriteError("expected a call")
+        calls.append(current)
+        if len(calls) == depth + 1:
+            break
+        func = current.func
+        if not isinstance(func, cst.Attribute):
+            raise RewriteError("expected a method call")
+        current = func.value
+    return calls

@@ -41,8 +41,8 @@ class SourceFile:
             text = raw.decode(encoding)
         except (UnicodeDecodeError, LookupError) as exc:
             raise DecodeFailure(f"cannot decode as {encoding}: {exc}") from None
-        if bom and text.startswith("\ufeff"):
-            text = text[1:]
+        if bom and encoding != "utf-8-sig" and text.startswith("\ufeff"):
+            text = text[1:]  # utf-8-sig already dropped the BOM; a second U+FEFF is content
         return cls(path=path, text=text, encoding=encoding, bom=bom, raw=raw)
 
     def to_bytes(self, text: str | None = None) -> bytes:

@@ -5,6 +5,14 @@ The registry is this explicit list: adding a rule is one module plus one line he
 
 from __future__ import annotations
 
+from .data.blocking_copy import BlockingHostToDeviceCopy
+from .data.constant_tensor import ConstantTensorInHotPath
+from .data.create_then_move import CreateThenMove
+from .data.loader_pin_memory import DataLoaderWithoutPinMemory
+from .data.loader_workers import DataLoaderWithoutWorkers
+from .data.module_move import ModuleMoveInLoop
+from .data.tensor_from_numpy import TensorFromNumpyCopy
+from .memory.zero_grad import ZeroGradSetToNoneFalse
 from .meta.cannot_analyze import CannotAnalyze
 from .meta.unused_noqa import UnusedNoqa
 from .sync.boolean_mask import BooleanMaskIndexing
@@ -38,6 +46,14 @@ from .sync.distribution_validation import DistributionValidation
 RULES = [
     CannotAnalyze,
     UnusedNoqa,
+    CreateThenMove,
+    TensorFromNumpyCopy,
+    DataLoaderWithoutWorkers,
+    DataLoaderWithoutPinMemory,
+    BlockingHostToDeviceCopy,
+    ConstantTensorInHotPath,
+    ModuleMoveInLoop,
+    ZeroGradSetToNoneFalse,
     TensorItem,
     TensorTolist,
     DeviceToHostCopy,

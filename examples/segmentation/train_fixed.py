@@ -52,7 +52,7 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
     model = TinySegNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loader = DataLoader(make_dataset(samples, image_size, seed), batch_size=batch_size, shuffle=True,
-                        generator=torch.Generator().manual_seed(seed))
+                        generator=torch.Generator().manual_seed(seed), pin_memory=True)
 
     losses = []
     correct = 0
@@ -65,8 +65,8 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
             if step == steps:
                 break
             step += 1
-            images = images.to(device)
-            masks = masks.to(device)
+            images = images.to(device, non_blocking=True)
+            masks = masks.to(device, non_blocking=True)
 
             logits = model(images)
             # per-pixel loss over labeled pixels only

@@ -279,6 +279,10 @@ class FileAnalysis:
         self._report()
 
     def _summaries(self) -> None:
+        # Functions called at module level (`main()`, `loader = make_loader()`) are summarized
+        # during the module walk, before its environment exists: let them see the module's
+        # imports, functions and classes.
+        self.module_env = self._module_declarations()
         _Walker(self, self.module, SUMMARY).run()
         self.module_env = self.module.summary_env or {}
         for cls in self.classes.values():
@@ -288,6 +292,39 @@ class FileAnalysis:
                     self.ensure_summary(method)
         for func in self.functions:
             self.ensure_summary(func)
+
+    def _module_declarations(self) -> Env:
+        """Names bound by module-level imports, defs and classes (also under if / try)."""
+        env: Env = {}
+        stack: list[ast.stmt] = list(reversed(self.tree.body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        env[alias.asname] = ref(alias.name)
+                    else:
+                        top = alias.name.split(".", 1)[0]
+                        env[top] = ref(top)
+            elif isinstance(node, ast.ImportFrom):
+                module = ("." * node.level) + (node.module or "")
+                for alias in node.names:
+                    if alias.name != "*":
+                        qual = f"{module}.{alias.name}" if module and not module.endswith(".") else module + alias.name
+                        env[alias.asname or alias.name] = ref(qual)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if getattr(node, "_perflint_info", None) is not None:
+                    env[node.name] = Value(Kind.FUNC, ref=node.name)
+            elif isinstance(node, ast.ClassDef):
+                if getattr(node, "_perflint_info", None) is not None:
+                    env[node.name] = Value(Kind.CLASS, ref=node.name)
+            elif isinstance(node, (ast.If, ast.Try)) or type(node).__name__ == "TryStar":
+                children = list(node.body) + list(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    children.extend(handler.body)
+                children.extend(getattr(node, "finalbody", []))
+                stack.extend(reversed(children))
+        return env
 
     def ensure_summary(self, func: FunctionInfo) -> None:
         if func.summary_state:
@@ -1424,7 +1461,8 @@ class _Walker:
                     device = merged_device(args)
                 value = value.with_device(device)
             elif value.kind is Kind.LOADER:
-                value = Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True, device="cpu"))
+                batch = Value(Kind.BATCH, data=True, device="cpu", origin=node)
+                value = Value(Kind.LOADER, elem=batch, origin=node)
             elif value.kind is Kind.DEVICE and node.args:
                 value = value.with_device(device_of_expr(node.args[0], self.qualname, self.value))
         return value

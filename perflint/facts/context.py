@@ -46,6 +46,11 @@ class RuleContext:
         return self._walker.func.name if self._walker else "<module>"
 
     @property
+    def function_node(self) -> ast.AST | None:
+        """The function (or the module) whose body is being walked."""
+        return self._walker.func.node if self._walker else None
+
+    @property
     def statement(self) -> ast.stmt | None:
         return self._walker.stmt if self._walker else None
 

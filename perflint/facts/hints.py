@@ -26,7 +26,10 @@ _LOADER = re.compile(r"(?:^|_)(?:data)?loaders?$|dataloader|^(?:train|val|valid|
 _MODULE = re.compile(
     r"^(?:model|net|network|module|encoder|decoder|backbone|generator|discriminator|teacher"
     r"|student|classifier|critic|actor|policy|ema_model|unet|vae|transformer)$"
-    r"|_(?:model|net|network|encoder|decoder|backbone)$|^(?:model|net)_"
+    r"|(?<!from)_(?:model|net|network|encoder|decoder|backbone)$"
+    # `model_ema`, `net_g` are modules; `model_inputs`, `model_kwargs`, `model_name` are not
+    r"|^(?:model|net)_(?!(?:inputs?|kwargs|kw|outputs?|out|args|config|cfg|name|names|path|dir|type"
+    r"|id|file|state|params|dtype|device|size)(?:$|_))"
 )
 _LOSS_FN = re.compile(r"^(?:criterion|criterions|loss_fn|loss_func|loss_function|lossfn|loss_module)$"
                       r"|_(?:criterion|loss_fn|loss_func)$|^criterion_")

@@ -61,6 +61,9 @@ class Value:
     loss: bool = False  # MODULE / FUNC: a loss (calling it gives a 0-dim tensor)
     device: str | None = None  # TENSOR / BATCH: "cpu" or "accel" when known; DEVICE: the same
     data: bool = False  # BATCH: yielded by a data loader (iterating those makes a data loop)
+    # LOADER / BATCH: the `DataLoader(...)` call (an ast node of this file) that made the loader
+    # or yielded the batch, so configuration rules can look at its arguments.
+    origin: object | None = None
 
     @property
     def on_cpu(self) -> bool:
@@ -170,6 +173,7 @@ def join(a: Value, b: Value) -> Value:
         loss=a.loss and b.loss,
         device=a.device if a.device == b.device else None,
         data=a.data and b.data,
+        origin=a.origin if a.origin is b.origin else None,
     )
 
 

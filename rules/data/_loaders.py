@@ -1,0 +1,99 @@
+"""Shared helpers for the input-pipeline rules: from a batch moved to the device in hot code
+back to the `DataLoader(...)` call that produced it, and that call's arguments.
+
+The link is the analyzer's `Value.origin`: a loader made by `torch.utils.data.DataLoader(...)`
+in this file, and every batch it yields, remember that call.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from perflint.facts.context import RuleContext
+from perflint.facts.values import Kind
+
+from ._moves import Move, device_move, has_star, keyword, root_name, written_after
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+#            pin_memory, drop_last, timeout, worker_init_fn, ...): positions of the ones we read.
+POSITIONS = {"num_workers": 5, "collate_fn": 6, "pin_memory": 7}
+
+
+class Unknown:
+    """An argument whose value cannot be read (`**kwargs`, a variable)."""
+
+
+UNKNOWN = Unknown()
+
+
+def loader_batch_move(call: ast.Call, ctx: RuleContext) -> tuple[Move, ast.Call] | None:
+    """(the move, the DataLoader call) when `call` moves a batch of a DataLoader made in this
+    file to a device that may be an accelerator."""
+    move = device_move(call, ctx)
+    if move is None or move.method == "type_as":
+        return None
+    value = ctx.value(move.receiver)
+    if value.kind is not Kind.BATCH or not isinstance(value.origin, ast.Call):
+        return None
+    return move, value.origin
+
+
+def argument(loader: ast.Call, name: str) -> ast.expr | None | Unknown:
+    """The expression passed for `name`: None when absent (the default), UNKNOWN when a
+    `*args` / `**kwargs` may hold it."""
+    kw = keyword(loader, name)
+    if kw is not None:
+        return kw.value
+    position = POSITIONS[name]
+    positional = loader.args
+    starred = next((i for i, a in enumerate(positional) if isinstance(a, ast.Starred)), None)
+    if starred is not None and starred <= position:
+        return UNKNOWN
+    if len(positional) > position:
+        return positional[position]
+    if any(k.arg is None for k in loader.keywords):
+        return UNKNOWN
+    return None
+
+
+def literal(node: ast.expr | None | Unknown) -> object:
+    """The literal value of an argument (None when absent), or UNKNOWN."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value
+    return UNKNOWN
+
+
+def pins_memory(loader: ast.Call) -> bool:
+    return literal(argument(loader, "pin_memory")) is True
+
+
+def host_copy_may_be_mutated(move: Move, ctx: RuleContext) -> bool:
+    """Could the host tensor being copied be written after the copy is queued?
+
+    A non-blocking copy reads the pinned source later, on the stream; a write to it in
+    between (`x.mul_(2)`, `x[0] = 1`, `x += 1`, `out=x`) would race. Conservative: any such
+    write after the move in the same function to the moved name, or to a loop variable of
+    a loop around the move, counts.
+    """
+    function = ctx.function_node
+    root = root_name(move.receiver)
+    if function is None or root is None:
+        return True
+    names = {root}
+    for node in ast.walk(function):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and _contains(node, move.call):
+            names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    return written_after(names, move.call, function)
+
+
+def _contains(outer: ast.AST, inner: ast.AST) -> bool:
+    o_start = (outer.lineno, outer.col_offset)  # type: ignore[attr-defined]
+    o_end = (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]
+    i_start = (inner.lineno, inner.col_offset)  # type: ignore[attr-defined]
+    return o_start <= i_start <= o_end
+
+
+__all__ = ["loader_batch_move", "argument", "literal", "pins_memory", "host_copy_may_be_mutated",
+           "UNKNOWN", "has_star"]

@@ -1,0 +1,511 @@
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from perflint.facts.context import RuleContext
+from perflint.facts.torch_api import dtype_class_of
+from perflint.rewrite import RewriteError, code, method_chain, set_keyword
+from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
+from perflint.types import Applicability, FixAvailability
+
+from ._moves import cast_dtype, device_move, has_star, is_false, keyword, parent_map
+
+# Factories whose values every dtype represents exactly (0, 1, or uninitialized) and that
+# accept every dtype: a cast after them can be folded into `dtype=` without changing a bit.
+_EXACT = frozenset({"zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like"})
+# Values exact in every dtype, so a cast gives the same bits on any device; but `eye` does
+# not take every dtype (uint16/32/64, complex32 raise), so the cast stays a `.to(dtype)`.
+_EXACT_CAST = _EXACT | {"eye"}
+_DETERMINISTIC = _EXACT_CAST | {"full", "full_like", "tensor", "as_tensor"}
+_RANGES = frozenset({"arange", "linspace", "logspace"})
+_RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
+# Random ops without a `device=` parameter: reported, never fixed.
+_RANDOM_NO_DEVICE = frozenset({"bernoulli", "multinomial", "poisson", "normal"})
+_FACTORIES = _DETERMINISTIC | _RANGES | _RANDOM | _RANDOM_NO_DEVICE
+# Keywords on the factory that make `device=` impossible or change what it means.
+_BLOCKING_KEYWORDS = ("out", "pin_memory", "generator", "device_type")
+_INT_CALLS = frozenset({"builtins.len", "builtins.int"})
+_INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
+
+
+def _is_int_expr(node: ast.expr, ctx: RuleContext, depth: int = 0) -> bool:
+    """An expression that is a Python int by its shape: literals, `len(x)`, `x.size(0)`,
+    `x.shape[0]`, `+ - * // %` of those, and a local name only ever assigned such an
+    expression (or a parameter annotated `int`)."""
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.Name):
+        return _int_name(node.id, ctx, depth + 1)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _is_int_expr(node.operand, ctx, depth)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+        return _is_int_expr(node.left, ctx, depth) and _is_int_expr(node.right, ctx, depth)
+    if isinstance(node, ast.Call):
+        if ctx.call_name(node) in _INT_CALLS:
+            return True
+        func = node.func
+        return isinstance(func, ast.Attribute) and func.attr in _INT_METHODS and (func.attr != "size" or bool(node.args))
+    if isinstance(node, ast.Subscript):
+        base = node.value
+        return isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(node.slice, (ast.Constant, ast.UnaryOp))
+    return False
+
+
+def _int_name(name: str, ctx: RuleContext, depth: int) -> bool:
+    function = ctx.function_node
+    if function is None:
+        return False
+    values: list[ast.expr] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.arg) and node.arg == name:
+            return isinstance(node.annotation, ast.Name) and node.annotation.id == "int" and not values
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                if name not in names:
+                    continue
+                if not isinstance(target, ast.Name) or isinstance(node, ast.AugAssign) or node.value is None:
+                    return False  # unpacked, augmented, or annotated only: not a plain int
+                values.append(node.value)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.comprehension, ast.Global, ast.Nonlocal)):
+            bound = node.target if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) else node
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(bound)) or \
+                    name in getattr(node, "names", ()):
+                return False
+    return bool(values) and all(_is_int_expr(v, ctx, depth) for v in values)
+
+
+def _int_arange(call: ast.Call, ctx: RuleContext) -> bool:
+    """`torch.arange` with integer arguments or an integer dtype: both kernels compute
+    `start + i * step` in int64, exactly."""
+    dtype = keyword(call, "dtype")
+    if dtype is not None:
+        return dtype_class_of(ctx.qualname(dtype.value)) == "int"
+    values = list(call.args) + [k.value for k in call.keywords if k.arg in ("start", "end", "step")]
+    return bool(values) and all(_is_int_expr(v, ctx) for v in values)
+
+
+class CreateThenMove(Rule):
+    """## What it does
+    Checks for a tensor created on the CPU by a factory (`torch.zeros`, `torch.ones`,
+    `torch.full`, `torch.eye`, `torch.tensor`, `torch.arange`, `torch.rand`, ...) and then
+    moved with `.cuda()`, `.to(device)`, `.to(other_tensor)` or `.type_as(other_tensor)`, in
+    code that runs every step.
+
+    ## Why is this bad?
+    The tensor is first built in host memory, then copied to the GPU. The copy is a blocking
+    host-to-device transfer: the CPU waits for it, every step. Random factories also run
+    the CPU generator. Passing `device=` builds the tensor on the GPU directly.
+
+    Only code that runs every step is checked: a factory moved once at set-up costs a few
+    microseconds once, and reporting it would bury the findings that matter.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        x = x.to(device)
+        mask = torch.ones(x.shape[0], 1).to(device)
+        noise = torch.randn(x.shape).cuda()
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        x = x.to(device)
+        mask = torch.ones(x.shape[0], 1, device=device)
+        noise = torch.randn(x.shape, device=device)
+    ```
+
+    ## Fix safety
+    The fix passes `device=` to the factory (and `dtype=` when the move also casts, as in
+    `.to(device, torch.float16)`, `.to(other)`, `.type_as(other)` or `.cuda().half()`), and
+    drops `non_blocking=`: nothing is copied from the host any more, so there is nothing to
+    overlap.
+
+    It is **safe** for deterministic factories: `zeros`, `ones`, `empty` (uninitialized
+    either way), `eye`, `full`, the `*_like` forms of these, `tensor(data)` and
+    `as_tensor(data)` (an exact copy of the same data), and `arange` with integer
+    arguments or an integer `dtype=` (both kernels compute `start + i * step` in int64).
+    A cast is folded into `dtype=` only for `zeros`, `ones` and `empty`, whose values every
+    dtype holds exactly and which accept every dtype; `eye` keeps it as `.to(dtype)` (its
+    0s and 1s cast exactly on any device, but it rejects some dtypes). `.type_as(other)`
+    becomes `device=other.device.type`, because `type_as` moves to the *current* device of
+    that type, not to `other`'s device index.
+
+    It is **unsafe** when:
+    - the factory is random (`rand`, `randn`, `randint`, `randperm`, `*_like`): CPU and CUDA
+      generators give different numbers for the same seed, and the rewrite shifts every later
+      draw of both generators;
+    - the factory is `linspace`, `logspace` or a floating-point `arange`: CPU and CUDA kernels
+      are not guaranteed to give bit-identical values;
+    - the factory has `requires_grad=True`: the original result is a non-leaf copy whose
+      gradient flows back to a CPU leaf, the rewritten one is the leaf itself;
+    - the move also casts a factory whose values are not exact in every dtype (`tensor`,
+      `full`, `arange`, the random ones): the fix keeps the cast as `.to(dtype)`, but it now
+      runs on the GPU, and out-of-range float-to-integer conversions are undefined and differ
+      between CPU and CUDA kernels.
+
+    There is no fix when `device=` cannot be written (a `*args` / `**kwargs` that could
+    already carry it, `out=`, `pin_memory=`, `generator=`, `copy=True`, `memory_format=`,
+    `.cuda(i)` with an `i` of unknown type), and for `bernoulli`, `multinomial`, `poisson` and
+    `normal`, which take their device from their input tensors. `.cuda(i)` becomes
+    `device="cuda:N"` for a literal, `device=torch.device("cuda", i)` for an integer
+    expression (an `int` parameter, `len(...)`, `x.shape[0]`, a local only assigned those),
+    and has no fix when `i` could also be a string or a device.
+
+    ## References
+    - [Performance tuning guide: create tensors directly on the target device](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#create-tensors-directly-on-the-target-device)
+    - [Reproducibility](https://pytorch.org/docs/stable/notes/randomness.html): "results may not be reproducible between CPU and GPU executions, even when using identical seeds"
+    """
+
+    code = "PFL101"
+    name = "create-then-move"
+    message = "`{factory}()` builds the tensor on the CPU and copies it to the device every step; pass `device=`"
+    family = "data"
+    fix_availability = FixAvailability.SOMETIMES
+    triggers = (b".cuda(", b".to(", b".type_as(")
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                x = x.to(device)
+                a = torch.zeros(x.shape[0], 3).to(device)
+                b = torch.ones(4).cuda()
+                c = torch.tensor([1.0, 2.0]).to(x.device)
+                d = torch.eye(3).cuda(non_blocking=True)
+                e = torch.arange(x.shape[0]).cuda(0)
+                f = torch.full((2,), 1.5, device="cpu").to(device)
+            """,
+            count=6,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                x = x.to(device)
+                a = torch.zeros(x.shape[0], 3, device=device)
+                b = torch.ones(4, device="cuda")
+                c = torch.tensor([1.0, 2.0], device=x.device)
+                d = torch.eye(3, device="cuda")
+                e = torch.arange(x.shape[0], device="cuda:0")
+                f = torch.full((2,), 1.5, device=device)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    pad = torch.zeros(2, 3, dtype=torch.float32).to(x)
+                    ones = torch.ones(3).cuda().half()
+                    cast = torch.zeros(3).to(x.device, torch.bfloat16)
+                    like = torch.empty(3).type_as(x)
+                    return pad, ones, cast, like
+            """,
+            count=4,
+            fixed="""
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x):
+                    pad = torch.zeros(2, 3, dtype=x.dtype, device=x.device)
+                    ones = torch.ones(3, device="cuda", dtype=torch.float16)
+                    cast = torch.zeros(3, device=x.device, dtype=torch.bfloat16)
+                    like = torch.empty(3, device=x.device.type, dtype=x.dtype)
+                    return pad, ones, cast, like
+            """,
+            note="moves that also cast fold the dtype into exact factories",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x, gpu: int):
+                    rows = x.shape[0]
+                    return torch.ones(rows).cuda(gpu), torch.zeros(2).cuda(device=rows % 2)
+            """,
+            count=2,
+            fixed="""
+            import torch
+
+            class Net(torch.nn.Module):
+                def forward(self, x, gpu: int):
+                    rows = x.shape[0]
+                    return torch.ones(rows, device=torch.device("cuda", gpu)), torch.zeros(2, device=torch.device("cuda", rows % 2))
+            """,
+            note="`.cuda(i)` with an integer index",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                noise = torch.randn(8, 3).to(device)
+                perm = torch.randperm(8).cuda()
+                grid = torch.linspace(0, 1, 5).to(device)
+            """,
+            count=3,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                noise = torch.randn(8, 3, device=device)
+                perm = torch.randperm(8, device="cuda")
+                grid = torch.linspace(0, 1, 5, device=device)
+            """,
+            unsafe_fixes=True,
+            note="random factories and float ranges: unsafe fixes",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                noise = torch.randn(8, 3).to(device)
+                scale = torch.tensor([0.5]).to(device, torch.float16)
+            """,
+            count=2,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                noise = torch.randn(8, 3).to(device)
+                scale = torch.tensor([0.5]).to(device, torch.float16)
+            """,
+            note="without --unsafe-fixes nothing changes",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def step(x, opts, *shape):
+                b = torch.zeros(*shape).to(x.device, copy=True)
+                c = torch.bernoulli(torch.full((3,), 0.5)).cuda()
+                d = torch.zeros(3).cuda(rank)
+                e = torch.zeros(3).to(x * 2)
+                return b, c, d, e
+
+            for batch in loader:
+                step(model(batch), {}, 3)
+            """,
+            count=4,
+            fixed="""
+            import torch
+
+            def step(x, opts, *shape):
+                b = torch.zeros(*shape).to(x.device, copy=True)
+                c = torch.bernoulli(torch.full((3,), 0.5)).cuda()
+                d = torch.zeros(3).cuda(rank)
+                e = torch.zeros(3).to(x * 2)
+                return b, c, d, e
+
+            for batch in loader:
+                step(model(batch), {}, 3)
+            """,
+            note="reported, but no fix: copy=True, no device parameter, an index of unknown type, "
+                 "a target tensor that is not a plain name",
+        ),
+        Invalid(
+            """
+            from torch import zeros
+
+            for x, y in loader:
+                z = zeros(3).cuda().half()
+            """,
+            fixed="""
+            from torch import zeros
+            import torch
+
+            for x, y in loader:
+                z = zeros(3, device="cuda", dtype=torch.float16)
+            """,
+            note="the dtype needs `torch`: the import is added",
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import torch
+
+            def step(opts):
+                return torch.zeros(3, **opts).cuda()
+
+            for batch in loader:
+                step({"device": "cuda"})
+            """,
+            note="**kwargs may already hold device=: the tensor's device is unknown, the move may be a no-op",
+        ),
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                a = torch.zeros(3, device=device)
+                b = torch.ones(3).to(torch.float16)
+                c = torch.zeros(3).to("cpu")
+                d = x.to(device)
+                e = torch.from_numpy(arr).to(device)
+                f = torch.zeros(3).to(memory_format=torch.channels_last)
+            """,
+            note="already on the device, dtype-only casts, CPU targets, batches, from_numpy",
+        ),
+        Valid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("w", torch.ones(3).cuda())
+            """,
+            note="set-up code runs once",
+        ),
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                y = y.cpu()
+                a = torch.zeros(3).to(y)
+                b = torch.ones(3).type_as(y)
+            """,
+            note="`.to(t)` / `.type_as(t)` of a tensor known to be on the CPU is not a move",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            n = 1024
+        """,
+        bad="""
+            result = torch.ones(n, n).to(device)
+        """,
+        good="""
+            result = torch.ones(n, n, device=device)
+        """,
+        description="`torch.ones(n, n).to(device)` vs `torch.ones(n, n, device=device)`",
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        move = device_move(node, ctx)
+        if move is None:
+            return
+        casts: list[ast.Call] = []
+        inner = move.receiver
+        while isinstance(inner, ast.Call) and cast_dtype(inner, ctx, "torch") is not None:
+            casts.append(inner)
+            inner = inner.func.value  # type: ignore[attr-defined]
+        if not isinstance(inner, ast.Call):
+            return
+        qualname = ctx.call_name(inner)
+        if not qualname or not qualname.startswith("torch.") or qualname.count(".") != 1:
+            return
+        factory = qualname[6:]
+        if factory not in _FACTORIES or keyword(inner, "out") is not None:
+            return
+        if not ctx.value(move.receiver).on_cpu:
+            return  # already on a device, or not known to be on the CPU
+        if factory == "as_tensor" and not self._host_data(inner, ctx):
+            return
+        fix = self._fix(node, move, inner, factory, casts, ctx)
+        ctx.report(node, factory=ctx.text(inner.func), fix=fix)
+
+    @staticmethod
+    def _host_data(call: ast.Call, ctx: RuleContext) -> bool:
+        """`as_tensor(t)` of a tensor that may already be on the GPU is a no-op, not a copy."""
+        if not call.args:
+            return False
+        value = ctx.value(call.args[0])
+        return value.not_tensor or value.on_cpu
+
+    def _fix(self, node: ast.Call, move, inner: ast.Call, factory: str, casts: list[ast.Call],
+             ctx: RuleContext) -> FixPlan | None:
+        if not move.fixable or factory in _RANDOM_NO_DEVICE or has_star(inner):
+            return None
+        if any(keyword(inner, k) is not None for k in _BLOCKING_KEYWORDS):
+            return None
+        if factory == "as_tensor" and len(inner.args) > 1:
+            return None  # dtype / device given positionally
+        alias = ctx.torch_alias()
+        imports: list[str] = []
+        if alias is None:
+            alias, needs_import = "torch", True
+        else:
+            needs_import = False
+        device = move.device
+        if device is None and move.method == "cuda":
+            index = node.args[0] if node.args else getattr(keyword(node, "device"), "value", None)
+            if index is not None and _is_int_expr(index, ctx):  # `.cuda(local_rank)`
+                device = f'{alias}.device("cuda", {ctx.text(index)})'
+                if needs_import:
+                    imports = ["torch"]
+        if device is None:
+            return None
+        dtypes = [cast_dtype(c, ctx, alias) for c in reversed(casts)]
+        if move.dtype is not None:
+            dtypes.append(move.dtype)
+        span = node
+        if factory in _EXACT and ctx.statement is not None:
+            parents = parent_map(ctx.statement)
+            while True:
+                attr = parents.get(span)
+                outer = parents.get(attr) if isinstance(attr, ast.Attribute) else None
+                if not (isinstance(outer, ast.Call) and outer.func is attr):
+                    break
+                dtype = cast_dtype(outer, ctx, alias)
+                if dtype is None:
+                    break
+                dtypes.append(dtype)
+                span = outer
+        dtype = dtypes[-1] if dtypes else None
+        if needs_import and dtype is not None and dtype.startswith("torch."):
+            imports = ["torch"]  # a dtype spelled by the fix (`.half()` -> `torch.float16`)
+        applicability = Applicability.SAFE
+        if factory in _RANDOM:
+            applicability = Applicability.UNSAFE
+        elif factory in _RANGES and not (factory == "arange" and _int_arange(inner, ctx)):
+            applicability = Applicability.UNSAFE
+        requires_grad = keyword(inner, "requires_grad")
+        if requires_grad is not None and not is_false(requires_grad.value):
+            applicability = Applicability.UNSAFE
+        fold = factory in _EXACT
+        if dtype is not None and factory not in _EXACT_CAST:
+            applicability = Applicability.UNSAFE
+        start, end = ctx.offsets(span)
+        inner_end = ctx.offsets(inner)[1]
+        if "#" in ctx.source.text[inner_end:end]:
+            return None  # a comment inside the removed part: do not lose it
+        depth = len(casts) + 1 + (self._depth(span, node))
+
+        def transform(expr: cst.BaseExpression) -> cst.BaseExpression:
+            calls = method_chain(expr, depth)
+            made = set_keyword(calls[-1], "device", device)
+            if dtype is not None and fold:
+                made = set_keyword(made, "dtype", dtype)
+            if dtype is not None and not fold:
+                return cst.parse_expression(f"{code(made)}.to({dtype})")
+            return made
+
+        try:
+            edit = ctx.rewrite(span, transform)
+        except (RewriteError, cst.ParserSyntaxError):
+            return None
+        what = "create the tensor on the device with `device=`" + (" and `dtype=`" if dtype and fold else "")
+        return ctx.fix(applicability, what[0].upper() + what[1:], [edit], imports=imports)
+
+    @staticmethod
+    def _depth(span: ast.expr, node: ast.Call) -> int:
+        """How many method calls `span` wraps around `node`."""
+        depth = 0
+        current: ast.expr = span
+        while current is not node:
+            current = current.func.value  # type: ignore[attr-defined]
+            depth += 1
+        return depth

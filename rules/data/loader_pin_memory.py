@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from perflint.facts.context import RuleContext
+from perflint.rewrite import RewriteError, set_keyword
+from perflint.rule import Benchmark, Invalid, Rule, Valid
+from perflint.types import Applicability, FixAvailability
+
+from ._loaders import POSITIONS, UNKNOWN, argument, literal, loader_batch_move
+
+
+class DataLoaderWithoutPinMemory(Rule):
+    """## What it does
+    Checks for a `torch.utils.data.DataLoader(...)` without `pin_memory=True` whose batches
+    are copied to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
+    in code that loop calls).
+
+    The finding is on the `DataLoader(...)` call. A loader whose `pin_memory` is a variable
+    (`pin_memory=torch.cuda.is_available()`), or that gets its arguments from `**kwargs`, is
+    not reported.
+
+    ## Why is this bad?
+    A batch in ordinary (pageable) host memory cannot be copied to the GPU directly: the
+    driver first stages it through a pinned buffer, and the copy blocks the host. With
+    `pin_memory=True` the loader puts each batch in page-locked memory, which the GPU reads
+    directly, and `.to(device, non_blocking=True)` can then overlap the copy with compute.
+
+    ## Example
+    ```python
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=4)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+    ```
+
+    ## Use instead
+    ```python
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=64, num_workers=4, pin_memory=True)
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    ```
+
+    ## Fix safety
+    The fix adds `pin_memory=True` (or turns `pin_memory=False` into it). It is **unsafe**:
+    the values the loop sees are the same, but page-locked memory is a limited host resource
+    (very large batches can fail to pin, or starve the rest of the system), a custom batch
+    type's own `pin_memory()` method now gets called, and on a machine without an
+    accelerator the loader warns that pinning is unavailable.
+
+    ## References
+    - [`torch.utils.data`: memory pinning](https://pytorch.org/docs/stable/data.html#memory-pinning)
+    - [A guide on good usage of `non_blocking` and `pin_memory()`](https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html)
+    """
+
+    code = "PFL104"
+    name = "dataloader-without-pin-memory"
+    message = "this DataLoader feeds batches to the GPU from pageable memory; pass `pin_memory=True`"
+    family = "data"
+    fix_availability = FixAvailability.SOMETIMES
+    triggers = (b"DataLoader",)
+    invalid = [
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, num_workers=4)
+            for images, labels in loader:
+                images = images.to(device)
+            """,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True)
+            for images, labels in loader:
+                images = images.to(device)
+            """,
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def train(model, dataset):
+                loader = torch.utils.data.DataLoader(
+                    dataset,
+                    batch_size=32,
+                    pin_memory=False,
+                )
+                for step, (x, y) in enumerate(loader):
+                    loss = model(x.cuda(), y.cuda())
+            """,
+            fixed="""
+            import torch
+
+            def train(model, dataset):
+                loader = torch.utils.data.DataLoader(
+                    dataset,
+                    batch_size=32,
+                    pin_memory=True,
+                )
+                for step, (x, y) in enumerate(loader):
+                    loss = model(x.cuda(), y.cuda())
+            """,
+            unsafe_fixes=True,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, 32, True, None, None, 2, None, False)
+            for x in loader:
+                x = x.to(device)
+            """,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, 32, True, None, None, 2, None, False)
+            for x in loader:
+                x = x.to(device)
+            """,
+            unsafe_fixes=True,
+            note="pin_memory given positionally: reported, not fixed",
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, pin_memory=True)
+            maybe = DataLoader(dataset, batch_size=32, pin_memory=torch.cuda.is_available())
+            for x, y in loader:
+                x = x.to(device)
+            for x, y in maybe:
+                x = x.to(device)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32)
+            for x, y in loader:
+                x = x.to(torch.float16)
+                y = y.to("cpu")
+            """,
+            note="dtype casts and CPU targets are not device copies",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            dataset = torch.utils.data.TensorDataset(torch.randn(8 * 64, 3, 32, 32))
+        """,
+        bad="""
+            loader = torch.utils.data.DataLoader(dataset, batch_size=64)
+            result = sum(b.to(device).sum() for (b,) in loader)
+        """,
+        good="""
+            # (on a machine without an accelerator DataLoader warns and does not pin)
+            loader = torch.utils.data.DataLoader(dataset, batch_size=64, pin_memory=True)
+            result = sum(b.to(device, non_blocking=True).sum() for (b,) in loader)
+        """,
+        description="one epoch copying batches from pageable vs pinned memory",
+        compare="close",
+        claim="time",
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        found = loader_batch_move(node, ctx)
+        if found is None:
+            return
+        loader = found[1]
+        given = argument(loader, "pin_memory")
+        pin = literal(given)
+        if pin is UNKNOWN or pin is True:
+            return
+        if pin is not None and bool(pin):
+            return  # a truthy literal (`pin_memory=1`)
+        fix = None
+        if given is None or (isinstance(given, ast.Constant) and len(loader.args) <= POSITIONS["pin_memory"]):
+            try:
+                edit = ctx.rewrite(loader, lambda call: set_keyword(call, "pin_memory", "True"))  # type: ignore[arg-type]
+            except (RewriteError, cst.ParserSyntaxError):
+                edit = None
+            if edit is not None:
+                fix = ctx.fix(Applicability.UNSAFE, "Pass `pin_memory=True`", [edit])
+        ctx.report(loader, fix=fix)

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import ast
+
+from perflint.facts.context import RuleContext
+from perflint.rule import Benchmark, Invalid, Rule, Valid
+
+from ._loaders import UNKNOWN, argument, literal, loader_batch_move
+
+
+class DataLoaderWithoutWorkers(Rule):
+    """## What it does
+    Checks for a `torch.utils.data.DataLoader(...)` without `num_workers > 0` whose batches
+    are moved to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
+    in code that loop calls).
+
+    The finding is on the `DataLoader(...)` call. A loader whose `num_workers` is a variable,
+    or that gets its arguments from `**kwargs`, is not reported: its value cannot be known.
+
+    ## Why is this bad?
+    With `num_workers=0` (the default) the main process loads, decodes, augments and
+    collates every batch itself, between training steps. The GPU sits idle while it does.
+    Worker processes prepare the next batches while the current step runs.
+
+    ## Example
+    ```python
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=64, shuffle=True)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = criterion(model(x), y)
+    ```
+
+    ## Use instead
+    ```python
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(dataset, batch_size=64, shuffle=True, num_workers=4,
+                        persistent_workers=True)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        loss = criterion(model(x), y)
+    ```
+
+    ## Fix safety
+    There is no automatic fix: the right number of workers depends on the machine, the
+    dataset must be picklable, and each worker gets its own random state (augmentations
+    seeded with NumPy or Python `random` need `worker_init_fn`).
+
+    ## References
+    - [`torch.utils.data` single- and multi-process data loading](https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading)
+    - [Performance tuning guide: enable asynchronous data loading](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#enable-asynchronous-data-loading-and-augmentation)
+    """
+
+    code = "PFL103"
+    name = "dataloader-without-workers"
+    message = "this DataLoader feeds a GPU loop but loads every batch in the main process (`num_workers` is 0)"
+    family = "data"
+    triggers = (b"DataLoader",)
+    invalid = [
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, shuffle=True)
+            for images, labels in loader:
+                images = images.to(device)
+                loss = criterion(model(images), labels.to(device))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from tqdm import tqdm
+
+            class Trainer:
+                def __init__(self, dataset):
+                    self.loader = torch.utils.data.DataLoader(dataset, 16, True, None, None, 0)
+
+                def fit(self):
+                    for step, batch in enumerate(tqdm(self.loader)):
+                        batch = {k: v.cuda() for k, v in batch.items()}
+                        self.model(**batch).loss.backward()
+            """,
+            note="a loader kept on self, iterated through enumerate/tqdm, num_workers=0 given positionally",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def make_loader(ds):
+                return DataLoader(ds, batch_size=8, num_workers=0)
+
+            def to_device(batch):
+                return [t.to(device, non_blocking=True) for t in batch]
+
+            train = make_loader(train_set)
+            for batch in train:
+                inputs, targets = to_device(batch)
+                optimizer.zero_grad()
+            """,
+            note="made in a helper, moved in another helper",
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, num_workers=4)
+            for x, y in loader:
+                x = x.to(device)
+            """,
+            note="workers",
+        ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32, num_workers=args.workers)
+            other = DataLoader(dataset, **loader_kwargs)
+            for x, y in loader:
+                x = x.to(device)
+            for x, y in other:
+                x = x.to(device)
+            """,
+            note="a variable or **kwargs: cannot tell",
+        ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=32)
+            for x, y in loader:
+                total += x.sum()
+            """,
+            note="a CPU-only loop",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            class Decoded(torch.utils.data.Dataset):
+                def __len__(self):
+                    return 128
+
+                def __getitem__(self, i):
+                    g = torch.Generator().manual_seed(i)
+                    x = torch.randn(64, 64, generator=g)
+                    for _ in range(8):  # stands in for decoding and augmentation
+                        x = torch.tanh(x @ x.T / 64)
+                    return x
+
+            dataset = Decoded()
+        """,
+        bad="""
+            loader = torch.utils.data.DataLoader(dataset, batch_size=16)
+            result = sum(b.to(device).sum() for b in loader)
+        """,
+        good="""
+            # fork: the dataset class lives in this snippet, not in an importable module
+            loader = torch.utils.data.DataLoader(dataset, batch_size=16, num_workers=2,
+                                                 multiprocessing_context="fork")
+            result = sum(b.to(device).sum() for b in loader)
+        """,
+        description="one epoch of a DataLoader with CPU-heavy items: `num_workers=0` vs 2 workers",
+        compare="close",
+        claim="time",
+        steps=3,
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        found = loader_batch_move(node, ctx)
+        if found is None:
+            return
+        loader = found[1]
+        workers = literal(argument(loader, "num_workers"))
+        if workers is UNKNOWN:
+            return
+        if workers is None or (type(workers) is int and workers <= 0):
+            ctx.report(loader)

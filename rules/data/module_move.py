@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import ast
+
+from perflint.facts.context import RuleContext
+from perflint.facts.values import Kind
+from perflint.rule import Benchmark, Invalid, Rule, Valid
+
+from ._moves import device_target, keyword
+
+
+def _moves_device(call: ast.Call, method: str, ctx: RuleContext) -> bool:
+    if method == "cuda":
+        return True
+    device = keyword(call, "device")
+    if device is not None:
+        return True
+    return bool(call.args) and device_target(call.args[0], ctx) is not None
+
+
+class ModuleMoveInLoop(Rule):
+    """## What it does
+    Checks for `model.to(device)` and `model.cuda()` on an `nn.Module` in code that runs every
+    step: inside the training loop, `forward()`, or a function the loop calls.
+
+    ## Why is this bad?
+    `Module.to()` walks every parameter and buffer of the module on every call. When they
+    are already on the device nothing is copied, but the walk still costs Python time per
+    tensor, every step; when something does move (a buffer re-created on the CPU, say), the
+    copy is a blocking host-to-device transfer. Moving the module once, before the loop, is
+    enough: it stays there.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        model.to(device)
+        loss = criterion(model(x.to(device)), y.to(device))
+    ```
+
+    ## Use instead
+    ```python
+    model.to(device)
+    for x, y in loader:
+        loss = criterion(model(x.to(device)), y.to(device))
+    ```
+
+    ## Fix safety
+    There is no automatic fix: the move has to happen once, before the loop, and where that
+    is depends on the code around it.
+
+    ## References
+    - [`Module.to`](https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.to)
+    """
+
+    code = "PFL107"
+    name = "module-move-in-loop"
+    message = "`{call}` moves the whole module every step; move it once, before the loop"
+    family = "data"
+    triggers = (b".to(", b".cuda(")
+    invalid = [
+        Invalid(
+            """
+            import torch
+
+            for epoch in range(10):
+                for x, y in loader:
+                    model = model.to(device)
+                    criterion.cuda()
+                    loss = criterion(model(x), y)
+            """,
+            count=2,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Wrapper(torch.nn.Module):
+                def forward(self, x):
+                    self.backbone.to(x.device)
+                    return self.backbone(x)
+            """,
+        ),
+    ]
+    valid = [
+        Valid(
+            """
+            import torch
+
+            model.to(device)
+            for x, y in loader:
+                x = x.to(device)
+                loss = criterion(model(x), y)
+            """,
+            note="moved once; moving tensors is fine",
+        ),
+        Valid(
+            """
+            import torch
+
+            for step, (x, y) in enumerate(loader):
+                if step == 0:
+                    model.to(device)
+                model.to(torch.float16)
+                loss = criterion(model(x), y)
+            """,
+            note="a one-time move guarded by the first step; a dtype-only conversion",
+        ),
+    ]
+    benchmark = Benchmark(
+        setup="""
+            model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(32)]).to(device)
+            x = torch.randn(64, 256, device=device)
+        """,
+        bad="""
+            model.to(device)
+            result = model(x)
+        """,
+        good="""
+            result = model(x)
+        """,
+        description="`model.to(device)` every step on a 64-parameter module already on the device",
+        compare="close",
+        claim="time",
+    )
+
+    def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        method = ctx.method_call(node, "to", "cuda")
+        if method is None:
+            return
+        receiver, name = method
+        if ctx.value(receiver).kind is not Kind.MODULE:
+            return
+        if _moves_device(node, name, ctx):
+            ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
