@@ -48,7 +48,7 @@ for epoch in range(3):
         labels = labels.to(device)
         optimizer.zero_grad(set_to_none=False)  # PFL301: a memset per parameter
         noise = torch.randn(inputs.shape).to(device) * 0.01  # PFL101: CPU generator, then a copy
-        weights = torch.tensor(class_weights).float().to(device)  # PFL102: copies the array
+        weights = torch.tensor(class_weights).float().to(device)  # PFL102: copies the array; PFL101: then moves it
         logits = model(inputs + noise)
         loss = torch.nn.functional.cross_entropy(logits, labels, weight=weights)
         loss.backward()

@@ -66,7 +66,7 @@ def train(model: nn.Module, loader: DataLoader, epochs: int = 2) -> dict[str, fl
             model.to(device)  # PFL107
             x = x.to(device)
             y = y.to(device)
-            noise = torch.tensor(rng.normal(0.0, 0.01, size=x.shape), dtype=x.dtype)  # PFL102
+            noise = torch.tensor(rng.normal(0.0, 0.01, size=tuple(x.shape)).astype(np.float32))  # PFL102
             x = x + noise.to(device)
             optimizer.zero_grad(set_to_none=False)  # PFL301
             logits = model(x)

@@ -1,20 +1,67 @@
-"""`examples/<name>.py` and its committed `examples/fixed/<name>.py`: the fixed file is
-exactly what `perflint fix --unsafe-fixes` makes of the original, and both print the same
-results on the CPU (each example is seeded and prints what it computed)."""
+"""The shipped examples.
+
+- `perflint check examples/` reports every planted anti-pattern and nothing else: each planted
+  line carries a trailing comment naming the codes that must report it (`# PFL201`, or
+  `# PFL103: why; PFL104: why`), one code per expected finding.
+- `examples/<name>.py` and its committed `examples/fixed/<name>.py`: the fixed file is exactly
+  what `perflint fix --unsafe-fixes` makes of the original, and both print the same results on
+  the CPU (each example is seeded and prints what it computed).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from perflint.registry import all_rules
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PAIRS = sorted(p for p in EXAMPLES.glob("*.py") if (EXAMPLES / "fixed" / p.name).is_file())
+CODE = re.compile(r"\bPFL\d{3}\b")
+
+
+def planted(path: Path) -> Counter:
+    """(row, code) -> how many findings the comment on that row plants."""
+    expected: Counter = Counter()
+    for row, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        hash_at = line.find("#")
+        if hash_at < 0:
+            continue
+        for code in CODE.findall(line[hash_at:]):
+            expected[(row, code)] += 1
+    return expected
+
+
+def test_examples_report_exactly_the_planted_findings():
+    result = subprocess.run(
+        [sys.executable, "-m", "perflint", "check", "--output-format", "json", "--no-respect-gitignore", "examples"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert result.returncode == 1, result.stderr
+    findings = json.loads(result.stdout)
+    scripts = sorted(EXAMPLES.glob("*.py"))
+    assert scripts, "examples/ must hold at least one training script"
+    for path in scripts:
+        rel = path.relative_to(ROOT).as_posix()
+        got = Counter((f["location"]["row"], f["code"]) for f in findings if f["filename"] == rel)
+        want = planted(path)
+        assert got == want, f"{rel}: unexpected {dict(got - want)}, missing {dict(want - got)}"
+
+
+def test_every_planted_code_is_a_rule():
+    codes = {r.code for r in all_rules()}
+    for path in EXAMPLES.glob("*.py"):
+        unknown = {code for _, code in planted(path)} - codes
+        assert not unknown, f"{path.name} plants codes no rule has: {sorted(unknown)}"
 
 
 def _run(script: Path) -> str:

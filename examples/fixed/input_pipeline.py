@@ -49,7 +49,7 @@ for epoch in range(3):
         labels = labels.to(device, non_blocking=True)
         optimizer.zero_grad()  # PFL301: a memset per parameter
         noise = torch.randn(inputs.shape, device=device) * 0.01  # PFL101: CPU generator, then a copy
-        weights = torch.tensor(class_weights, device=device).to(torch.float32)  # PFL102: copies the array
+        weights = torch.tensor(class_weights, device=device).to(torch.float32)  # PFL102: copies the array; PFL101: then moves it
         logits = model(inputs + noise)
         loss = torch.nn.functional.cross_entropy(logits, labels, weight=weights)
         loss.backward()

@@ -138,7 +138,10 @@ class FunctionInfo:
     decorators: frozenset[str] = frozenset()
     returns: Value = NONE
     yields: Value | None = None
-    arg_values: dict[str, Value] = field(default_factory=dict)
+    arg_values: dict[str, Value] = field(default_factory=dict)  # what callers pass (report pass)
+    # What callers pass, as seen by the summary pass: a fallback for callers that the report
+    # pass does not walk (cold code without loops, such as `main()`).
+    summary_arg_values: dict[str, Value] = field(default_factory=dict)
     callees: list[FunctionInfo] = field(default_factory=list)
     hot: bool = False
     hot_reason: str = ""
@@ -409,10 +412,14 @@ class FileAnalysis:
         if mode == SUMMARY:
             if callee not in caller.callees:
                 caller.callees.append(callee)
-            return
+            target = callee.summary_arg_values
+        else:
+            target = callee.arg_values
         for name, value in binding.items():
-            old = callee.arg_values.get(name)
-            callee.arg_values[name] = value if old is None else join(old, value)
+            old = target.get(name)
+            target[name] = value if old is None else join(old, value)
+        if mode == SUMMARY:
+            return
         if hot and not callee.hot and callee.name not in COLD_METHODS:
             callee.hot, callee.hot_reason = True, reason
 
@@ -596,11 +603,16 @@ class _Walker:
 
     def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
         annotated = annotation_value(arg.annotation)
-        passed = self.func.arg_values.get(arg.arg) if self.mode == REPORT else None
+        passed = None
+        if self.mode == REPORT:
+            name = arg.arg
+            passed = self.func.arg_values.get(name) or self.func.summary_arg_values.get(name)
         if annotated is not None and annotated.kind is not Kind.NONE:
             # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
             if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
                 return passed
+            if passed is not None and passed.kind is annotated.kind:
+                return passed  # same kind, and what callers pass knows more (device, origin)
             return annotated
         if self.mode == REPORT:
             if passed is not None and passed.kind is not Kind.UNKNOWN:
@@ -1484,7 +1496,7 @@ class _Walker:
                     kwargs: dict[str | None, Value], bound: bool) -> Value:
         if self.mode == SUMMARY:
             self.file.ensure_summary(target)
-        binding = self._bind(target, node, args, kwargs, bound) if self.reporting else {}
+        binding = self._bind(target, node, args, kwargs, bound) if not self.silent else {}
         if not self.silent:
             reason = f"called from hot code in `{self.func.name}`"
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
