@@ -26,6 +26,7 @@ from .hotness import (
     HOT_METHODS,
     eager_truth,
     is_cache_hit_return,
+    is_lazy_init,
     is_loss_function_name,
     is_optimizer_step_receiver,
     is_throttled_test,
@@ -751,7 +752,8 @@ class _Walker:
         self.ev(node.test)
         self._dispatch(node)
         hot = self.hot
-        body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test)
+        body_hot = hot and not is_throttled_test(node.test) and not self._once_test(node.test) \
+            and not is_lazy_init(node)
         body_hot = body_hot and not self._leaves_hot_region(node.body)
         else_hot = hot and not self._leaves_hot_region(node.orelse)
         # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
@@ -1099,6 +1101,8 @@ class _Walker:
             return MODULE
         if kind is Kind.REF:
             return PYTHON  # typing subscripts: Optional[...]
+        if kind is Kind.PYTHON and base.elem is not None:
+            return base.elem  # a dict literal's values: `op_meta[name]`
         del index
         return UNKNOWN
 
@@ -1130,7 +1134,7 @@ class _Walker:
             values.append(self.ev(val))
         if values and all(v.kind is Kind.TENSOR for v in values):
             return BATCH
-        return PYTHON
+        return _python_dict(values)
 
     def ev_JoinedStr(self, node: ast.JoinedStr) -> Value:
         for part in node.values:
@@ -1366,6 +1370,13 @@ class _Walker:
             if name in ("item", "tolist", "format", "join", "split", "strip", "upper", "lower",
                         "replace", "startswith", "endswith", "encode", "decode", "keys"):
                 return PYTHON
+            if recv.elem is not None:  # a dict whose values are known
+                if name in ("get", "pop", "setdefault"):
+                    return recv.elem
+                if name == "values":
+                    return seq_of(recv.elem)
+                if name == "items":
+                    return seq_of(tuple_of((PYTHON, recv.elem)))
             return UNKNOWN
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
@@ -1524,6 +1535,16 @@ class _Walker:
             if key is not None:
                 binding[key] = value
         return binding
+
+
+def _python_dict(values: list[Value]) -> Value:
+    """A dict literal: a Python value whose subscripts give (the join of) its values."""
+    if not values:
+        return PYTHON
+    elem = values[0]
+    for value in values[1:]:
+        elem = join(elem, value)
+    return Value(Kind.PYTHON, elem=elem)
 
 
 def _attribute_hint(attr: str) -> Value:

@@ -174,3 +174,39 @@ def is_cache_hit_return(stmts: list[ast.stmt], index: int) -> bool:
             return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
                     and value.func.attr == "get" and _cache_like(value.func.value))
     return False
+
+
+def is_lazy_init(node: ast.If) -> bool:
+    """`if len(state) == 0: state["step"] = ...`, `if self.buf is None: self.buf = ...`,
+    `if "exp_avg" not in state: state["exp_avg"] = ...`: the body initialises the object the
+    test looks at, so it runs once (per parameter, per key), not every step."""
+    target = _lazy_init_object(node.test)
+    if target is None:
+        return False
+    wanted = ast.dump(target)
+    for stmt in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+            [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            base = t.value if isinstance(t, ast.Subscript) else t
+            if ast.dump(t) == wanted or ast.dump(base) == wanted:
+                return True
+    return False
+
+
+def _lazy_init_object(test: ast.expr) -> ast.expr | None:
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    op, left, right = test.ops[0], test.left, test.comparators[0]
+    if isinstance(op, ast.Eq):  # len(state) == 0
+        call = left if isinstance(left, ast.Call) else right
+        other = right if call is left else left
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "len"
+                and len(call.args) == 1 and isinstance(other, ast.Constant) and other.value == 0):
+            return call.args[0]
+        return None
+    if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+        return left if isinstance(left, (ast.Attribute, ast.Subscript)) else None  # self.cache is None
+    if isinstance(op, ast.NotIn) and isinstance(left, ast.Constant) and isinstance(left.value, str):
+        return right  # "exp_avg" not in state
+    return None
