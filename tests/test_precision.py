@@ -159,6 +159,35 @@ SILENT = {
                 print(loss.item())
                 break
     """,
+    "lazy initialisation runs once per key": """
+        import torch
+
+        class MyAdam(torch.optim.Optimizer):
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        if len(state) == 0:
+                            state["exp_avg"] = torch.zeros(p.shape).to(p)
+                            state["step"] = torch.tensor(0.0).item()
+                        if "max_sq" not in state:
+                            state["max_sq"] = torch.zeros([]).to(p.device)
+    """,
+    "a dict literal of CPU tensors (augmentation tables)": """
+        import torch
+        import torch.nn as nn
+
+        class RandAugment(nn.Module):
+            def _space(self, bins):
+                return {"Shear": (torch.linspace(0.0, 0.3, bins), True), "Identity": (torch.tensor(0.0), False)}
+
+            def forward(self, img):
+                op_meta = self._space(10)
+                for name in ("Shear", "Identity"):
+                    magnitudes, signed = op_meta[name]
+                    magnitude = float(magnitudes[3].item()) if magnitudes.ndim > 0 else 0.0
+                return img
+    """,
     "raise messages are built only on failure": """
         import torch
         import torch.nn as nn
