@@ -6,6 +6,7 @@ The registry is this explicit list: adding a rule is one module plus one line he
 from __future__ import annotations
 
 from .meta.cannot_analyze import CannotAnalyze
+from .runtime.runtime_sync import RuntimeSync
 from .sync.boolean_mask import BooleanMaskIndexing
 from .sync.builtin_min_max import BuiltinMinMaxOnTensors
 from .sync.device_to_host import DeviceToHostCopy
@@ -63,4 +64,5 @@ RULES = [
     ExplicitSynchronize,
     EmptyCacheInLoop,
     DistributionValidation,
+    RuntimeSync,
 ]
