@@ -153,6 +153,20 @@ def test_dispatch_and_patch_layers_and_step_counts(tmp_path):
     assert mask.times(result.total_steps) == "4 times (every optimizer step)"
 
 
+def test_an_event_on_a_thread_without_user_frames_goes_to_the_waiting_line(tmp_path):
+    # As autograd's device threads on a GPU: the sync happens on a thread that runs only
+    # library code, while the program's thread waits at the line that started it.
+    script = write(tmp_path, "threads.py", PRELUDE + """\
+        import threading
+
+        for step in range(2):
+            worker = threading.Thread(target=torch.cuda.synchronize)
+            worker.start(); worker.join()  # WAITING
+        """)
+    (site,) = by_line(trace(tmp_path, "threads.py"))[("threads.py", line_of(script, "WAITING"))]
+    assert (site.op, site.count) == ("torch.cuda.synchronize", 2)
+
+
 # ----------------------------------------------------------------------------- running programs
 def test_script_gets_its_argv_main_file_and_path_and_all_are_restored(tmp_path):
     write(tmp_path, "show.py", """\

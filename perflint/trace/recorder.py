@@ -25,6 +25,7 @@ import re
 import site
 import sys
 import sysconfig
+import threading
 import warnings
 from typing import Any, Iterator
 
@@ -118,9 +119,17 @@ class TracingProbe(SyncProbe):
         self.stopper = stopper
         self.frames = FramePolicy(include_libraries)
         self.event_steps: list[int] = []
+        self._program_thread = threading.get_ident()
 
     def _user_frame(self) -> tuple[str | None, int | None, str | None, str]:
-        return self.frames.locate(sys._getframe(1))
+        found = self.frames.locate(sys._getframe(1))
+        if found[0] is None and threading.get_ident() != self._program_thread:
+            # An event on a thread with no user code on its stack (autograd's device threads
+            # run backward() on a GPU): the program's thread is waiting at the line that caused it.
+            waiting = sys._current_frames().get(self._program_thread)
+            if waiting is not None:
+                return self.frames.locate(waiting)
+        return found
 
     def _record(self, layer: str, op: str, reason: str, count: int = 1) -> None:
         if not self._recording or count <= 0:
