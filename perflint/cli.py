@@ -108,6 +108,8 @@ def main() -> None:
 @main.command()
 @_lint_options
 @click.option("--fix/--no-fix", "fix", default=False, help="Apply safe fixes (same as `perflint fix`).")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="TRACE.json",
+              help="Join a `perflint trace` run: mark findings it confirmed, report syncs seen only at run time (PFL901).")
 def check(**kw) -> None:
     """Report host-device syncs and avoidable copies in PATHS (default: .)."""
     _run(kw, fix=kw.pop("fix"))
@@ -137,6 +139,8 @@ def _run_inner(kw: dict, fix: bool) -> int:
     paths: list[Path] = list(kw["paths"]) or [Path(".")]
     overrides = _overrides(kw)
     diff_only = kw["diff"]
+    if kw.get("trace") is not None and (fix or diff_only or "-" in (str(p) for p in paths)):
+        raise UsageFailure("--trace joins a trace with files as they are: not with --fix, --diff or stdin")
     if "-" in (str(p) for p in paths):
         if kw["add_noqa"] or kw["show_files"]:
             raise UsageFailure("--add-noqa and --show-files work on files, not stdin")
@@ -155,10 +159,24 @@ def _run_inner(kw: dict, fix: bool) -> int:
     if diff_only:
         assert isinstance(report, FixReport)
         return _print_diffs(report, kw)
+    trace_note = _join_trace(report, kw, paths, resolver) if kw.get("trace") is not None else None
     _emit(report, kw, output_format, fixing=fix)
+    if trace_note and not kw["quiet"]:
+        click.echo(trace_note, err=True)
     if report.missing:
         return EXIT_ERROR
     return _exit_code(report, kw, fix)
+
+
+def _join_trace(report: CheckReport, kw: dict, paths: list[Path], resolver: SettingsResolver) -> str:
+    """`check --trace`: confirmed findings and run-time-only syncs (perflint.trace.join; no torch)."""
+    from .trace.join import apply_trace
+    from .trace.sites import TraceFileError
+
+    try:
+        return apply_trace(report, kw["trace"], paths, resolver, kw["force_exclude"]).text()
+    except TraceFileError as exc:
+        raise UsageFailure(str(exc)) from None
 
 
 def _exit_code(report: CheckReport, kw: dict, fix: bool) -> int:
@@ -219,6 +237,10 @@ def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool,
         _write(text, kw)
         return
     text = FORMATTERS[output_format](diagnostics, cwd_context(sources))
+    if kw.get("trace") is not None:  # check --trace: the trace data as SARIF result properties
+        from .trace.output import with_trace_properties
+
+        text = with_trace_properties(output_format, text, diagnostics)
     human = output_format in ("concise", "full", "github")
     if human and not kw["quiet"]:
         text += _summary(report, fixing, kw)
@@ -400,8 +422,10 @@ def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
 
 
 from .harness.command import bench as _bench  # noqa: E402 (torch is imported only when it runs)
+from .trace.command import trace as _trace  # noqa: E402 (likewise)
 
 main.add_command(_bench)
+main.add_command(_trace)
 
 
 if __name__ == "__main__":  # pragma: no cover

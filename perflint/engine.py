@@ -19,6 +19,7 @@ from .facts.context import RuleContext
 from .fixes import materialize_fix
 from .noqa import Suppressions, parse_suppressions
 from .noqa_tools import NoqaRowMap
+from .registry import is_pattern_rule
 from .rule import FileError, RawFinding, Rule, SuppressionReport
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic, Location
@@ -146,7 +147,8 @@ class Linter:
         report = SuppressionReport(
             source=source,
             suppressions=suppressions,
-            enabled_codes=frozenset(self.codes),
+            # only rules a static check runs: a run-time rule (trace) never uses a noqa here
+            enabled_codes=frozenset(r.code for r in self.rule_classes if is_pattern_rule(r) or r.family == "meta"),
             known_codes=frozenset(r.code for r in all_rules()) | frozenset(self.codes),
             diagnostics=list(diagnostics),
         )

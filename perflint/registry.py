@@ -12,6 +12,16 @@ class SelectorError(ValueError):
     pass
 
 
+# Rules of these families find no code pattern: meta rules report files (PFL0xx), run-time
+# rules report what `perflint trace` saw (PFL9xx). They have no benchmark pair, and their
+# docs examples are not checked by the static linter.
+NON_PATTERN_FAMILIES = frozenset({"meta", "runtime"})
+
+
+def is_pattern_rule(rule: type[Rule]) -> bool:
+    return rule.family not in NON_PATTERN_FAMILIES
+
+
 @functools.lru_cache(maxsize=1)
 def all_rules() -> tuple[type[Rule], ...]:
     import perflint_rules

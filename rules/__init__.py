@@ -15,6 +15,7 @@ from .data.tensor_from_numpy import TensorFromNumpyCopy
 from .memory.zero_grad import ZeroGradSetToNoneFalse
 from .meta.cannot_analyze import CannotAnalyze
 from .meta.unused_noqa import UnusedNoqa
+from .runtime.runtime_sync import RuntimeSync
 from .sync.boolean_mask import BooleanMaskIndexing
 from .sync.builtin_min_max import BuiltinMinMaxOnTensors
 from .sync.device_to_host import DeviceToHostCopy
@@ -81,4 +82,5 @@ RULES = [
     ExplicitSynchronize,
     EmptyCacheInLoop,
     DistributionValidation,
+    RuntimeSync,
 ]

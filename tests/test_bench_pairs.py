@@ -8,9 +8,9 @@ import pytest
 
 from perflint.api import check_source
 from perflint.harness.snippets import FORMS, extract_form, hot_module
-from perflint.registry import all_rules
+from perflint.registry import all_rules, is_pattern_rule
 
-PATTERN_RULES = [rule for rule in all_rules() if rule.family != "meta"]
+PATTERN_RULES = [rule for rule in all_rules() if is_pattern_rule(rule)]
 BENCHMARKED = [rule for rule in PATTERN_RULES if rule.benchmark is not None]
 
 

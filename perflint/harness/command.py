@@ -56,7 +56,7 @@ def bench(rules: tuple[str, ...], device: str, output_format: str, plot: Path | 
     if not torch_available():
         click.echo(INSTALL_HINT, err=True)
         sys.exit(EXIT_ERROR)
-    from perflint.registry import SelectorError, all_rules, resolve_rules
+    from perflint.registry import SelectorError, all_rules, is_pattern_rule, resolve_rules
 
     from .plot import MISSING, matplotlib_available
 
@@ -68,7 +68,7 @@ def bench(rules: tuple[str, ...], device: str, output_format: str, plot: Path | 
     except SelectorError as exc:
         _fail(str(exc))
         return
-    selected = [r for r in chosen if r.family != "meta"]  # meta rules report files, not patterns
+    selected = [r for r in chosen if is_pattern_rule(r)]  # meta and run-time rules have no pattern
     without = [r.code for r in selected if r.benchmark is None]
     if selectors and without:
         _fail(f"no benchmark pair for {', '.join(without)}")

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from perflint import __version__
+from perflint.registry import is_pattern_rule
 from perflint.rule import Rule
 
 from .cuda import DEFAULT_RATIOS, bench_on_device, environment
@@ -77,7 +78,7 @@ def run_bench(
         "settings": {"seeds": list(seeds), "repeats": repeats, "steps": steps or MIN_STEPS,
                      "ratios": list(ratios)},
         "note": CUDA_NOTE if device.type == "cuda" else CPU_NOTE,
-        "missing": [rule.code for rule in rules if rule.benchmark is None and rule.family != "meta"],
+        "missing": [rule.code for rule in rules if rule.benchmark is None and is_pattern_rule(rule)],
         "rules": [],
         "endtoend": None,
     }
