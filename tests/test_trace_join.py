@@ -48,11 +48,14 @@ def setup(tmp_path: Path, sites: list[Site], total_steps: int = 12) -> None:
     (tmp_path / "t.json").write_text(json.dumps(document), encoding="utf-8")
 
 
-def check(tmp_path: Path, *args: str):
+def check(tmp_path: Path, *args: str, unused_noqa: bool = False):
+    """`perflint check` in tmp_path. SOURCE's `# noqa: PFL201` on line 8 is only in use when the
+    trace has a sync there, so PFL002 is ignored unless a test asks for it."""
     old = os.getcwd()
     os.chdir(tmp_path)
+    extra = [] if unused_noqa else ["--ignore", "PFL002"]
     try:
-        return CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
+        return CliRunner().invoke(main, ["check", *args, *extra], catch_exceptions=False)
     finally:
         os.chdir(old)
 
@@ -72,7 +75,8 @@ def test_confirmed_and_runtime_only(tmp_path):
         site(train, 11, calls=1, count=1, steps=1, every_step=False),  # once, at the end: not reported
         site(tmp_path / "other.py", 3),  # a file that was not checked
     ])
-    result = check(tmp_path, "train.py", "--trace", "t.json", "--output-format", "json")
+    # unused_noqa: line 8's `# noqa: PFL201` acknowledges a traced sync, so PFL002 stays silent
+    result = check(tmp_path, "train.py", "--trace", "t.json", "--output-format", "json", unused_noqa=True)
     assert result.exit_code == 1, result.output
     found = findings(result)
     assert [(d["code"], d["location"]["row"]) for d in found] == [("PFL201", 5), ("PFL901", 6)]
@@ -118,7 +122,7 @@ def test_plain_check_never_reports_pfl901(tmp_path):
 def test_a_trace_from_another_checkout_matches_by_relative_path(tmp_path):
     setup(tmp_path, [site(Path("/elsewhere/checkout/train.py"), 6)])
     # (line 8's `# noqa: PFL201` is unused here: no trace site there; PFL002 would say so)
-    result = check(tmp_path, "train.py", "--trace", "t.json", "--output-format", "json", "--ignore", "PFL002")
+    result = check(tmp_path, "train.py", "--trace", "t.json", "--output-format", "json")
     assert [(d["code"], d["location"]["row"]) for d in findings(result)] == [("PFL201", 5), ("PFL901", 6)]
 
 
@@ -129,7 +133,7 @@ def test_trace_json_output_is_accepted_as_input(tmp_path):
     (tmp_path / "out.json").write_text(json.dumps([d.to_json() for d in diagnostics]), encoding="utf-8")
     loaded = load_trace(tmp_path / "out.json")
     assert loaded.total_steps == 12 and [(s.line, s.count, s.every_step) for s in loaded.sites] == [(6, 12, True)]
-    result = check(tmp_path, "train.py", "--trace", "out.json", "--output-format", "json", "--ignore", "PFL002")
+    result = check(tmp_path, "train.py", "--trace", "out.json", "--output-format", "json")
     assert [d["code"] for d in findings(result)] == ["PFL201", "PFL901"]
 
 
