@@ -17,6 +17,8 @@ import click
 
 from . import __version__
 from .api import CheckReport, FixReport, check_paths, fix_paths, fix_source, linter_for
+from .cache import Cache, cache_directory, open_cache
+from .cache import clean as clean_caches
 from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
 from .registry import all_rules, rule_for
 from .report import FORMATTERS
@@ -64,6 +66,9 @@ def _lint_options(func):
         click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to paths given by name (what pre-commit needs)."),
         click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip files ignored by .gitignore (default: on)."),
         click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
+        click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per CPU; 1: no workers)."),
+        click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Where to keep the cache (default: .perflint_cache at the project root)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -133,11 +138,12 @@ def _run_inner(kw: dict, fix: bool) -> int:
         return _run_stdin(kw, overrides, fix or diff_only)
     resolver = SettingsResolver(Path.cwd(), overrides, kw["config_path"])
     output_format = kw["output_format"] or resolver.default.output_format or "concise"
+    cache = _open_cache(resolver, kw)
     if fix or diff_only:
         report: CheckReport = fix_paths(paths, resolver, unsafe=kw["unsafe_fixes"], write=not diff_only,
-                                        force_exclude=kw["force_exclude"])
+                                        force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache)
     else:
-        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"])
+        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache)
     for missing in report.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     if diff_only:
@@ -147,6 +153,14 @@ def _run_inner(kw: dict, fix: bool) -> int:
     if report.missing:
         return EXIT_ERROR
     return _exit_code(report, kw, fix)
+
+
+def _open_cache(resolver: SettingsResolver, kw: dict) -> Cache | None:
+    settings = resolver.for_path(Path.cwd() / "__init__.py")  # the project's (or --config's)
+    cache, warning = open_cache(settings, no_cache=kw["no_cache"], cli_dir=kw["cache_dir"])
+    if warning:
+        click.echo(f"perflint: warning: {warning}", err=True)
+    return cache
 
 
 def _exit_code(report: CheckReport, kw: dict, fix: bool) -> int:
@@ -286,6 +300,23 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
     report.add(result)
     _emit(report, kw, output_format, fixing=fix)
     return _exit_code(report, kw, fix)
+
+
+# --------------------------------------------------------------------------- cache
+@main.command("clean")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Also remove this cache directory (if perflint created it).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Use this pyproject.toml instead of discovering one.")
+def clean_command(paths: tuple[Path, ...], cache_dir: Path | None, config_path: Path | None) -> None:
+    """Remove perflint's caches: the project's, and any `.perflint_cache` below PATHS (default: .)."""
+    try:
+        resolver = SettingsResolver(Path.cwd(), Overrides(), config_path)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    settings = resolver.for_path(Path.cwd() / "__init__.py")
+    for removed in clean_caches(list(paths) or [Path(".")], cache_directory(settings, cache_dir)):
+        click.echo(f"Removing cache at: {removed}")
 
 
 # --------------------------------------------------------------------------- rule docs
