@@ -19,7 +19,8 @@ none, and two runs writing the same entry at once write the same bytes. A corrup
 is ignored (the file is linted again and the entry rewritten).
 
 The *index* only saves reading and hashing unchanged files: it maps a path to the stat
-(device, inode, size, mtime_ns, ctime_ns) it had when its content hash was computed. It
+(device, inode, size, mtime_ns, ctime_ns) it had when its content hash was computed, and
+notes when that content's entry is clean (no entry to open for most files). It
 is trusted only when the file's mtime and ctime were already older than `RACY_NS` when the
 file was read: a file written in the same timestamp tick as it was read (file systems
 keep times in ticks of up to 2 s) could change again without changing its stat, so such a
@@ -62,13 +63,15 @@ GITIGNORE = "# Automatically created by perflint.\n*\n"
 RACY_NS = 3_000_000_000
 PRUNE_AFTER_DAYS = 30
 _DAY = 86_400
-_INDEX_FORMAT = 1
+_INDEX_FORMAT = 2
 _TMP_SUFFIX = ".tmp"
 
-# An index record: dev, ino, size, mtime_ns, ctime_ns, content hash, trusted, last-seen day.
+# An index record: dev, ino, size, mtime_ns, ctime_ns, content hash, trusted, last-seen day,
+# and the entry key when that entry is clean (most files: no entry to open for them).
 Record = list
 _STAT_FIELDS = 5
-_HASH, _TRUSTED, _DAY_SEEN = 5, 6, 7
+_HASH, _TRUSTED, _DAY_SEEN, _CLEAN = 5, 6, 7, 8
+_RECORD_LEN = 9
 
 
 def content_hash(raw: bytes) -> str:
@@ -245,7 +248,7 @@ class Cache:
             data = json.loads(self.index_path.read_bytes())
             if data.get("format") != _INDEX_FORMAT or not isinstance(data.get("records"), dict):
                 return {}
-            return {k: v for k, v in data["records"].items() if isinstance(v, list) and len(v) == 8}
+            return {k: v for k, v in data["records"].items() if isinstance(v, list) and len(v) == _RECORD_LEN}
         except Exception:
             return {}
 
@@ -258,9 +261,13 @@ class Cache:
         record = self.index.get(os.path.abspath(target.path))
         if record is None or not record[_TRUSTED] or record[:_STAT_FIELDS] != stat_key(st):
             return None, st.st_size
-        result = self.read_entry(self.entry_key(target, display, record[_HASH]))
+        key = self.entry_key(target, display, record[_HASH])
+        if record[_CLEAN] == key:
+            result: FileResult | None = FileResult(display, parsed=True)
+        else:
+            result = self.read_entry(key)
         if result is not None and record[_DAY_SEEN] != self._today:
-            self.remember(target, record[:_DAY_SEEN] + [self._today])
+            self.remember(target, record[:_DAY_SEEN] + [self._today, record[_CLEAN]])
         return result, st.st_size
 
     def remember(self, target: Target, record: Record | None) -> None:
@@ -284,7 +291,8 @@ class Cache:
             if cacheable(result):
                 self.write_entry(key, result)
         trusted = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RACY_NS
-        return result, stat_key(st) + [digest, trusted, self._today]
+        clean = key if not result.diagnostics and result.error is None and result.parsed else ""
+        return result, stat_key(st) + [digest, trusted, self._today, clean]
 
     # ----------------------------------------------------------------- end of run
     def flush(self) -> None:

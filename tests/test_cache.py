@@ -256,7 +256,7 @@ def test_corrupt_entries_and_index_are_ignored_and_rewritten(in_tmp):
     assert findings(check(root, cache_dir=cache_dir)) == reference
     for entry in _entries(cache_dir):
         assert json.loads(entry.read_bytes())["key"] == entry.name  # rewritten whole
-    assert json.loads(index.read_bytes())["format"] == 1
+    assert json.loads(index.read_bytes())["format"] == cache_module._INDEX_FORMAT
     assert findings(check(root, cache_dir=cache_dir)) == reference
 
 
