@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Callable, Iterator, Sequence, TypeVar
@@ -45,6 +46,8 @@ def effective_jobs(jobs: int | None, items: int, total_bytes: int | None = None)
     """How many worker processes to use; 1 means run in this process."""
     wanted = default_jobs() if jobs is None or jobs <= 0 else jobs
     if wanted <= 1 or not fork_available() or items < MIN_PARALLEL_ITEMS:
+        return 1
+    if threading.active_count() > 1:  # forking a threaded program can deadlock in the child
         return 1
     if total_bytes is not None and total_bytes < MIN_PARALLEL_BYTES:
         return 1
@@ -131,6 +134,11 @@ class _Pool:
             self._shutdown()
 
     def _spawn(self) -> None:
+        for stream in (sys.stdout, sys.stderr):  # or the child would write buffered text again
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
         parent_end, child_end = self.context.Pipe(duplex=True)
         inherited = [w.conn for w in self.workers] + [parent_end]
         process = self.context.Process(

@@ -7,6 +7,8 @@ at a time (no source or tree is ever held for more than the file being worked on
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -78,7 +80,8 @@ def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, st
 
     def run_one(position: int) -> tuple[Any, Record | None]:
         index = misses[position]
-        return work(targets[index], displays[index])
+        with _collect_garbage_once():
+            return work(targets[index], displays[index])
 
     def failed(position: int, reason: str) -> tuple[Any, Record | None]:
         index = misses[position]
@@ -98,6 +101,23 @@ def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, st
         yield outcome
     if cache is not None:
         cache.flush()
+
+
+@contextlib.contextmanager
+def _collect_garbage_once() -> Iterator[None]:
+    """No cyclic garbage collection while one file is analyzed, one young-generation
+    collection after it. A file's tree and facts are all alive until it is done, so the
+    collector's passes during the analysis find nothing and only cost time (about 15% of
+    a run); the collection afterwards frees the file's reference cycles."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect(1)
 
 
 def _size(path: Path) -> int:

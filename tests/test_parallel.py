@@ -80,3 +80,17 @@ def test_in_process_path_reports_errors_the_same_way():
         return "ok"
 
     assert list(ordered_map(work, 3, jobs=1, on_error=_error)) == ["ok", "error 1: RuntimeError: boom", "ok"]
+
+
+def test_a_threaded_caller_gets_no_fork():
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert effective_jobs(4, 100, 10**9) == 1
+    finally:
+        stop.set()
+        thread.join()
+    assert effective_jobs(4, 100, 10**9) == 4
