@@ -203,7 +203,7 @@ class _Pool:
             rest = unfinished[1:]
             if rest:
                 self.pending.appendleft(rest)
-        if self.pending or any(w.chunks for w in self.workers):
+        if self.pending:
             self._spawn()
 
     def _run_pending_here(self) -> None:
