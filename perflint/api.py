@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .cache import Cache
 from .config import Overrides, Settings, SettingsResolver
 from .engine import FileResult, Linter
 from .files import MissingPath, Target, discover
-from .fixes import FixOutcome, fix_text
+from .fixes import FixOutcome, applicable, fix_text
 from .notebook import fix_notebook, is_notebook, lint_notebook
+from .runner import lint_targets, run_targets
 from .rule import FileError, Rule
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
@@ -74,16 +76,18 @@ def read_source(path: Path, display: str) -> SourceFile | FileError:
         return FileError(f"cannot decode file: {exc}")
 
 
-def lint_target(target: Target, cwd: Path) -> FileResult:
+def lint_target(target: Target, cwd: Path, raw: bytes | None = None) -> FileResult:
+    """Lint one discovered file; `raw` is its content when the caller already read it."""
     display = _display_path(target.path, cwd)
     linter = linter_for(target.settings.rules_for(target.path))
-    try:
-        raw = target.path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        if os.path.islink(target.path) and not os.path.exists(target.path):
-            reason = "broken symbolic link"
-        return linter._error_result(display, FileError(f"cannot read file: {reason}"))
+    if raw is None:
+        try:
+            raw = target.path.read_bytes()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            if os.path.islink(target.path) and not os.path.exists(target.path):
+                reason = "broken symbolic link"
+            return linter._error_result(display, FileError(f"cannot read file: {reason}"))
     if is_notebook(target.path):
         return lint_notebook(linter, display, raw)
     return linter.lint_bytes(display, raw)
@@ -117,13 +121,18 @@ def check_paths(
     resolver: SettingsResolver | None = None,
     *,
     force_exclude: bool | None = None,
+    jobs: int | None = None,
+    cache: Cache | None = None,
 ) -> CheckReport:
+    """Lint every file below `paths`: unchanged files from `cache`, the others in `jobs`
+    processes (None: one per CPU; 1: in this process)."""
     cwd = Path.cwd()
     resolver = resolver or SettingsResolver(cwd)
     targets, missing = iter_targets(paths, resolver, force_exclude)
     report = CheckReport(missing=missing)
-    for target in targets:
-        report.add(lint_target(target, cwd))
+    lint = lambda target, display, raw: lint_target(target, cwd, raw)  # noqa: E731
+    for result in lint_targets(targets, cwd, lint, jobs=jobs, cache=cache):
+        report.add(result)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
 
@@ -193,29 +202,38 @@ def fix_paths(
     unsafe: bool | None = None,
     write: bool = True,
     force_exclude: bool | None = None,
+    jobs: int | None = None,
+    cache: Cache | None = None,
 ) -> FixReport:
-    """Fix every target; write changed files (atomically) unless `write` is False."""
+    """Fix every target; write changed files (atomically) unless `write` is False.
+
+    Files are fixed in `jobs` processes, each file's write atomic. A file whose cached
+    diagnostics (for its current content) offer no applicable fix is not fixed again: its
+    outcome would be exactly those diagnostics. The cache is never written here."""
     from .fileio import ChangedOnDisk, write_atomic
 
     cwd = Path.cwd()
     targets, missing = iter_targets(paths, resolver, force_exclude)
     report = FixReport(missing=missing)
-    for target in targets:
-        display = _display_path(target.path, cwd)
-        allow_unsafe = target.settings.unsafe_fixes if unsafe is None else unsafe
+
+    def allow_unsafe_for(target: Target) -> bool:
+        return target.settings.unsafe_fixes if unsafe is None else unsafe
+
+    def nothing_to_fix(target: Target, cached: FileResult) -> bool:
+        return cached.error is None and not any(applicable(d, allow_unsafe_for(target)) for d in cached.diagnostics)
+
+    def fix_target(target: Target, display: str) -> tuple[FileResult | FileFix, None]:
+        allow_unsafe = allow_unsafe_for(target)
         try:
             raw = target.path.read_bytes()
         except OSError:
-            report.add(lint_target(target, cwd))
-            continue
+            return lint_target(target, cwd), None
         if is_notebook(target.path):
-            _fix_notebook_target(report, target, display, raw, allow_unsafe, write)
-            continue
+            return _fix_notebook_target(target, display, raw, allow_unsafe, write), None
         try:
             source = SourceFile.from_bytes(display, raw)
         except DecodeFailure:
-            report.add(lint_target(target, cwd))
-            continue
+            return lint_target(target, cwd), None
         outcome = fix_file_source(source, target.settings, target.path, allow_unsafe)
         file_fix = FileFix(target.path, display, source.text, outcome.text, outcome.fixed,
                            outcome.remaining, outcome.dropped)
@@ -226,6 +244,13 @@ def fix_paths(
                 file_fix.write_error = str(exc)
                 file_fix.remaining = linter_for(target.settings.rules_for(target.path)).lint_source(source).diagnostics
                 file_fix.fixed = []
+        return file_fix, None
+
+    for done in run_targets(targets, cwd, fix_target, jobs=jobs, cache=cache, reuse=nothing_to_fix):
+        if isinstance(done, FileResult):
+            report.add(done)
+            continue
+        file_fix = done
         report.files += 1
         report.diagnostics.extend(file_fix.remaining)
         if file_fix.fixed or file_fix.dropped or file_fix.write_error:
@@ -234,15 +259,14 @@ def fix_paths(
     return report
 
 
-def _fix_notebook_target(report: FixReport, target: Target, display: str, raw: bytes,
-                         unsafe: bool, write: bool) -> None:
+def _fix_notebook_target(target: Target, display: str, raw: bytes, unsafe: bool,
+                         write: bool) -> FileResult | FileFix:
     from .fileio import ChangedOnDisk, write_atomic
 
     linter = linter_for(target.settings.rules_for(target.path))
     result = fix_notebook(linter, display, raw, unsafe)
     if isinstance(result, FileResult):  # cannot be analyzed: nothing to fix
-        report.add(result)
-        return
+        return result
     outcome = result.outcome
     text = raw.decode("utf-8", "replace")
     new_text = result.new_raw.decode("utf-8") if result.new_raw is not None else text
@@ -255,7 +279,4 @@ def _fix_notebook_target(report: FixReport, target: Target, display: str, raw: b
             file_fix.write_error = str(exc)
             file_fix.remaining = lint_notebook(linter, display, raw).diagnostics
             file_fix.fixed = []
-    report.files += 1
-    report.diagnostics.extend(file_fix.remaining)
-    if file_fix.fixed or file_fix.dropped or file_fix.write_error:
-        report.files_fixed.append(file_fix)
+    return file_fix

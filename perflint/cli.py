@@ -17,6 +17,8 @@ import click
 
 from . import __version__
 from .api import CheckReport, FixReport, check_paths, fix_paths, fix_source, linter_for
+from .cache import Cache, cache_directory, open_cache
+from .cache import clean as clean_caches
 from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
 from .engine import FileResult
 from .notebook import fix_notebook, is_notebook, lint_notebook
@@ -72,6 +74,11 @@ def _lint_options(func):
         click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments to every line with a finding (a baseline)."),
         click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first path, and exit."),
         click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit."),
+
+
+        click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per CPU; 1: no workers)."),
+        click.option("-n", "--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Where to keep the cache (default: .perflint_cache at the project root)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -149,11 +156,12 @@ def _run_inner(kw: dict, fix: bool) -> int:
     output_format = kw["output_format"] or resolver.default.output_format or "concise"
     if kw["show_settings"] or kw["show_files"] or kw["add_noqa"]:
         return _run_tool(kw, paths, resolver, fix or diff_only)
+    cache = _open_cache(resolver, kw, create=not (fix or diff_only))  # fixing only reads it
     if fix or diff_only:
         report: CheckReport = fix_paths(paths, resolver, unsafe=kw["unsafe_fixes"], write=not diff_only,
-                                        force_exclude=kw["force_exclude"])
+                                        force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache)
     else:
-        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"])
+        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache)
     for missing in report.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     if diff_only:
@@ -177,6 +185,14 @@ def _join_trace(report: CheckReport, kw: dict, paths: list[Path], resolver: Sett
         return apply_trace(report, kw["trace"], paths, resolver, kw["force_exclude"]).text()
     except TraceFileError as exc:
         raise UsageFailure(str(exc)) from None
+
+
+def _open_cache(resolver: SettingsResolver, kw: dict, create: bool = True) -> Cache | None:
+    settings = resolver.for_path(Path.cwd() / "__init__.py")  # the project's (or --config's)
+    cache, warning = open_cache(settings, no_cache=kw["no_cache"], cli_dir=kw["cache_dir"], create=create)
+    if warning:
+        click.echo(f"perflint: warning: {warning}", err=True)
+    return cache
 
 
 def _exit_code(report: CheckReport, kw: dict, fix: bool) -> int:
@@ -393,6 +409,23 @@ def _run_stdin_notebook(kw: dict, linter, name: str, raw: bytes, fix: bool, unsa
         sources = Sources(lambda p: new_raw if p == name else None)
     click.echo(FORMATTERS[output_format](fix_report.diagnostics, cwd_context(sources)), nl=False, err=True)
     return _exit_code(fix_report, kw, True)
+
+
+# --------------------------------------------------------------------------- cache
+@main.command("clean")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=None, help="Also remove this cache directory (if perflint created it).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Use this pyproject.toml instead of discovering one.")
+def clean_command(paths: tuple[Path, ...], cache_dir: Path | None, config_path: Path | None) -> None:
+    """Remove perflint's caches: the project's, and any `.perflint_cache` below PATHS (default: .)."""
+    try:
+        resolver = SettingsResolver(Path.cwd(), Overrides(), config_path)
+    except ConfigError as exc:
+        _fail(str(exc))
+        return
+    settings = resolver.for_path(Path.cwd() / "__init__.py")
+    for removed in clean_caches(list(paths) or [Path(".")], cache_directory(settings, cache_dir)):
+        click.echo(f"Removing cache at: {removed}")
 
 
 # --------------------------------------------------------------------------- rule docs

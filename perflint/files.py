@@ -4,15 +4,17 @@ always checked unless `--force-exclude` is set (that is what pre-commit needs)."
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pathspec
 
-from .config import Settings, SettingsResolver
+from .config import Settings, SettingsResolver, path_matches
 
 EXTENSIONS = (".py", ".pyi", ".ipynb")
 
@@ -35,7 +37,7 @@ class _GitIgnore:
 
     def __init__(self) -> None:
         self._specs: dict[Path, pathspec.PathSpec | None] = {}
-        self._repo_root: dict[Path, Path | None] = {}
+        self._chains: dict[tuple[Path, Path], list[tuple[str, pathspec.PathSpec]]] = {}
 
     def _spec(self, directory: Path) -> pathspec.PathSpec | None:
         if directory in self._specs:
@@ -59,16 +61,33 @@ class _GitIgnore:
 
     def ignored(self, path: Path, is_dir: bool, stop: Path) -> bool:
         """Is `path` ignored by any .gitignore between `stop` (inclusive) and its parent?"""
-        directory = path.parent
-        while True:
-            spec = self._spec(directory)
-            if spec is not None:
-                rel = path.relative_to(directory).as_posix()
-                if spec.match_file(rel + ("/" if is_dir else "")):
-                    return True
-            if directory == stop or directory.parent == directory or (directory / ".git").exists():
-                return False
-            directory = directory.parent
+        full = str(path)
+        for prefix, spec in self._chain(path.parent, stop):
+            rel = full[len(prefix):]
+            if os.sep != "/":
+                rel = rel.replace(os.sep, "/")
+            if spec.match_file(rel + ("/" if is_dir else "")):
+                return True
+        return False
+
+    def _chain(self, directory: Path, stop: Path) -> list[tuple[str, pathspec.PathSpec]]:
+        """The ignore specs that apply below `directory`, innermost first, with the path
+        prefix to strip from a path below them; computed once per directory, because
+        looking for `.git` at every level for every file costs a stat each."""
+        key = (directory, stop)
+        chain = self._chains.get(key)
+        if chain is None:
+            chain = []
+            current = directory
+            while True:
+                spec = self._spec(current)
+                if spec is not None:
+                    chain.append((os.path.join(str(current), ""), spec))
+                if current == stop or current.parent == current or (current / ".git").exists():
+                    break
+                current = current.parent
+            self._chains[key] = chain
+        return chain
 
 
 def discover(
@@ -112,6 +131,7 @@ def _gitignored(gitignore: _GitIgnore, path: Path, settings: Settings) -> bool:
 def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: set[Path]) -> Iterator[Target]:
     absolute_root = Path(os.path.abspath(root))
     stack = [(root, absolute_root)]
+    exclusions: dict[int, Callable[[Path], bool]] = {}  # the resolver keeps the settings alive
     while stack:
         directory, absolute = stack.pop()
         try:
@@ -119,7 +139,10 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
             continue
-        settings = resolver.for_path(directory / "__init__.py")
+        settings = resolver.for_path(directory / "__init__.py")  # also every file's here
+        excluded = exclusions.get(id(settings))
+        if excluded is None:
+            excluded = exclusions[id(settings)] = _exclusion(settings)
         subdirs = []
         for entry in entries:
             path = directory / entry.name
@@ -130,7 +153,7 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
             except OSError:
                 continue
             if is_dir:
-                if settings.is_excluded(path):
+                if excluded(path):
                     continue
                 if settings.respect_gitignore and gitignore.ignored(abs_path, True, absolute_root):
                     continue
@@ -144,12 +167,29 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
                         continue
                 except OSError:
                     pass  # broken link or loop: reported when read
-            if settings.is_excluded(path):
+            if excluded(path):
                 continue
             if settings.respect_gitignore and gitignore.ignored(abs_path, False, absolute_root):
                 continue
             if abs_path in seen:
                 continue
             seen.add(abs_path)
-            yield Target(path, resolver.for_path(path), explicit=False)
+            yield Target(path, settings, explicit=False)
         stack.extend(reversed(subdirs))
+
+
+def _exclusion(settings: Settings) -> Callable[[Path], bool]:
+    """`settings.is_excluded` for walked entries, with the bare-name patterns (all of the
+    default ones) compiled into one regular expression instead of one fnmatch each."""
+    patterns = settings.exclude + settings.extend_exclude
+    bare = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
+    others = [p for p in patterns if "/" in p.rstrip("/")]
+    names = re.compile("|".join(fnmatch.translate(p) for p in bare)) if bare else None
+    root = settings.root
+
+    def excluded(path: Path) -> bool:
+        if names is not None and names.match(path.name):
+            return True
+        return any(path_matches(path, p, root, False) for p in others)
+
+    return excluded

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import is_not
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from .calls import BUILTIN_NAMES, external_call_value
@@ -215,6 +217,7 @@ class FileAnalysis:
         stack: list[tuple[ast.AST, FunctionInfo | None, ClassInfo | None]] = [
             (stmt, parent, cls) for stmt in reversed(body)
         ]
+        expressions: list[tuple[FunctionInfo, ast.AST]] = []
         while stack:
             node, owner, owner_cls = stack.pop()
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -235,19 +238,25 @@ class FileAnalysis:
                 node._perflint_info = info_c  # type: ignore[attr-defined]
                 stack.extend((child, owner, info_c) for child in reversed(node.body))
                 continue
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp,
-                                 ast.DictComp, ast.GeneratorExp)):
-                target = owner or self.module
+            target = owner or self.module
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 target.has_loop = True
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 module = node.module if isinstance(node, ast.ImportFrom) else None
                 names = [module or ""] + [a.name for a in node.names]
                 if any(n == "torch" or n.startswith("torch.") for n in names):
                     self.imports_torch = True
+            # Statements are walked here, in the same order as always (it decides which of
+            # two same-named defs wins); expressions hold no statements, only comprehensions,
+            # so they are scanned afterwards and only for functions not yet known to loop.
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.stmt, ast.expr, ast.excepthandler, ast.match_case,
-                                      ast.comprehension)):
+                if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
                     stack.append((child, owner, owner_cls))
+                elif isinstance(child, _SCANNED) and not target.has_loop:
+                    expressions.append((target, child))
+        for target, expr in expressions:
+            if not target.has_loop and _contains_comprehension(expr):
+                target.has_loop = True
 
     def _link_classes(self) -> None:
         for cls in self.classes.values():
@@ -425,6 +434,50 @@ class FileAnalysis:
             callee.hot, callee.hot_reason = True, reason
 
 
+_SCANNED = (ast.expr, ast.comprehension)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# Fields that never hold an expression or comprehension (what iter_child_nodes would yield
+# and the collector would drop); skipping them is what makes the scan cheap.
+_NOT_SCANNED = frozenset({"ctx", "op", "ops", "keywords", "id", "attr", "conversion", "kind", "type_comment"})
+_SCAN_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _scan_fields(cls: type) -> tuple[str, ...]:
+    fields = tuple(f for f in cls._fields if f not in _NOT_SCANNED)  # type: ignore[attr-defined]
+    if cls is ast.Lambda:
+        fields = tuple(f for f in fields if f != "args")  # `arguments`, not an expression
+    if cls is ast.Constant:
+        fields = ()
+    _SCAN_FIELDS[cls] = fields
+    return fields
+
+
+def _contains_comprehension(root: ast.AST) -> bool:
+    """Is there a comprehension anywhere in this expression, following the same children
+    as `ast.iter_child_nodes` restricted to expressions and comprehensions?"""
+    stack = [root]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        if isinstance(node, _COMPREHENSIONS):
+            return True
+        cls = type(node)
+        fields = _SCAN_FIELDS.get(cls)
+        if fields is None:
+            fields = _scan_fields(cls)
+        for name in fields:
+            value = getattr(node, name, None)
+            if value is None:
+                continue
+            if type(value) is list:
+                for item in value:
+                    if isinstance(item, _SCANNED):
+                        push(item)
+            elif isinstance(value, _SCANNED):
+                push(value)
+    return False
+
+
 def _decorator_name(node: ast.expr) -> str:
     if isinstance(node, ast.Call):
         node = node.func
@@ -458,7 +511,13 @@ def _join_env(a: Env, b: Env) -> Env:
     if a is b:
         return a
     out = dict(a)
-    for key, value in b.items():
+    # Only keys whose values differ need a join (join(x, x) is x). Branch environments are
+    # copies of one environment, so most values are the same objects: finding the few that
+    # differ in C (compress/map/is_not) keeps a function with thousands of variables and
+    # branches from taking quadratic Python time.
+    keys = list(b)
+    for key in compress(keys, map(is_not, map(a.get, keys), map(b.__getitem__, keys))):
+        value = b[key]
         old = out.get(key)
         out[key] = value if old is None else join(old, value)
     return out
@@ -1021,6 +1080,14 @@ class _Walker:
                 self._dispatch(node)
         return value
 
+    def _evaluated(self, node: ast.expr, value: Value) -> Value:
+        """What `ev` does after a handler: for nodes a handler evaluates itself."""
+        if self.mode == REPORT and not self.silent:
+            self.memo[node] = value
+            if type(node) in self.file.dispatch:
+                self._dispatch(node)
+        return value
+
     def value(self, node: ast.expr) -> Value:
         """The value computed for `node` in this pass (rules' view)."""
         value = self.memo.get(node)
@@ -1158,9 +1225,21 @@ class _Walker:
         return UNKNOWN if operand.kind is not Kind.BATCH else Value(Kind.TENSOR, device=operand.device)
 
     def ev_BinOp(self, node: ast.BinOp) -> Value:
-        left = self.ev(node.left)
-        right = self.ev(node.right)
-        return self.binop(left, node.op, right, node.left, node.right)
+        # `a + b + c + ...` nests to the left as deep as it is long (generated code has
+        # thousands of terms): walk the left spine in a loop, not by recursion, in exactly
+        # the order recursion would (left operand, right operand, then the node itself).
+        spine = [node]
+        left_node = node.left
+        while type(left_node) is ast.BinOp:
+            spine.append(left_node)
+            left_node = left_node.left
+        left = self.ev(left_node)
+        for inner in reversed(spine):
+            right = self.ev(inner.right)
+            left = self.binop(left, inner.op, right, inner.left, inner.right)
+            if inner is not node:
+                left = self._evaluated(inner, left)
+        return left
 
     def binop(self, left: Value, op: ast.operator, right: Value, lnode: ast.expr, rnode: ast.expr) -> Value:
         if isinstance(op, ast.Mod) and (
