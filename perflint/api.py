@@ -17,7 +17,7 @@ from .engine import FileResult, Linter
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
 from .notebook import fix_notebook, is_notebook, lint_notebook
-from .runner import lint_targets, run_targets
+from .runner import lint_project, lint_targets, run_targets
 from .rule import FileError, Rule
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
@@ -76,8 +76,10 @@ def read_source(path: Path, display: str) -> SourceFile | FileError:
         return FileError(f"cannot decode file: {exc}")
 
 
-def lint_target(target: Target, cwd: Path, raw: bytes | None = None) -> FileResult:
-    """Lint one discovered file; `raw` is its content when the caller already read it."""
+def lint_target(target: Target, cwd: Path, raw: bytes | None = None,
+                hot_functions: frozenset[str] = frozenset()) -> FileResult:
+    """Lint one discovered file; `raw` is its content when the caller already read it;
+    `hot_functions` are its functions that other files call every step."""
     display = _display_path(target.path, cwd)
     linter = linter_for(target.settings.rules_for(target.path))
     if raw is None:
@@ -90,7 +92,7 @@ def lint_target(target: Target, cwd: Path, raw: bytes | None = None) -> FileResu
             return linter._error_result(display, FileError(f"cannot read file: {reason}"))
     if is_notebook(target.path):
         return lint_notebook(linter, display, raw)
-    return linter.lint_bytes(display, raw)
+    return linter.lint_bytes(display, raw, hot_functions)
 
 
 @dataclass
@@ -130,7 +132,7 @@ def check_paths(
     resolver = resolver or SettingsResolver(cwd)
     targets, missing = iter_targets(paths, resolver, force_exclude)
     report = CheckReport(missing=missing)
-    lint = lambda target, display, raw: lint_target(target, cwd, raw)  # noqa: E731
+    lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
     for result in lint_targets(targets, cwd, lint, jobs=jobs, cache=cache):
         report.add(result)
     report.diagnostics.sort(key=Diagnostic.sort_key)
@@ -157,11 +159,12 @@ def fix_source(
     return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new))
 
 
-def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: bool) -> FixOutcome:
+def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: bool,
+                    hot_functions: frozenset[str] = frozenset()) -> FixOutcome:
     linter = linter_for(settings.rules_for(path))
 
     def lint(src: SourceFile) -> list[Diagnostic]:
-        return linter.lint_source(src).diagnostics
+        return linter.lint_source(src, hot_functions).diagnostics
 
     def make(new: str) -> SourceFile:
         return SourceFile(path=source.path, text=new, encoding=source.encoding, bom=source.bom)
@@ -207,9 +210,9 @@ def fix_paths(
 ) -> FixReport:
     """Fix every target; write changed files (atomically) unless `write` is False.
 
-    Files are fixed in `jobs` processes, each file's write atomic. A file whose cached
-    diagnostics (for its current content) offer no applicable fix is not fixed again: its
-    outcome would be exactly those diagnostics. The cache is never written here."""
+    Everything is checked first (the cache serves unchanged files; the project pass finds
+    the functions other files call every step); only files with an applicable fix are then
+    fixed, in `jobs` processes, each file's write atomic."""
     from .fileio import ChangedOnDisk, write_atomic
 
     cwd = Path.cwd()
@@ -219,8 +222,15 @@ def fix_paths(
     def allow_unsafe_for(target: Target) -> bool:
         return target.settings.unsafe_fixes if unsafe is None else unsafe
 
-    def nothing_to_fix(target: Target, cached: FileResult) -> bool:
-        return cached.error is None and not any(applicable(d, allow_unsafe_for(target)) for d in cached.diagnostics)
+    lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
+    checked, hot = lint_project(targets, cwd, lint, jobs=jobs, cache=cache)
+    to_fix: list[int] = []
+    for index, (target, result) in enumerate(zip(targets, checked)):
+        if result.error is None and any(applicable(d, allow_unsafe_for(target)) for d in result.diagnostics):
+            to_fix.append(index)
+        else:
+            report.add(result)
+    seeds = {id(targets[i]): hot.get(i, frozenset()) for i in to_fix}
 
     def fix_target(target: Target, display: str) -> tuple[FileResult | FileFix, None]:
         allow_unsafe = allow_unsafe_for(target)
@@ -234,7 +244,8 @@ def fix_paths(
             source = SourceFile.from_bytes(display, raw)
         except DecodeFailure:
             return lint_target(target, cwd), None
-        outcome = fix_file_source(source, target.settings, target.path, allow_unsafe)
+        hot_here = seeds.get(id(target), frozenset())
+        outcome = fix_file_source(source, target.settings, target.path, allow_unsafe, hot_here)
         file_fix = FileFix(target.path, display, source.text, outcome.text, outcome.fixed,
                            outcome.remaining, outcome.dropped)
         if file_fix.changed and write:
@@ -242,11 +253,12 @@ def fix_paths(
                 write_atomic(target.path, source.to_bytes(outcome.text), raw)
             except (ChangedOnDisk, OSError) as exc:
                 file_fix.write_error = str(exc)
-                file_fix.remaining = linter_for(target.settings.rules_for(target.path)).lint_source(source).diagnostics
+                linter = linter_for(target.settings.rules_for(target.path))
+                file_fix.remaining = linter.lint_source(source, hot_here).diagnostics
                 file_fix.fixed = []
         return file_fix, None
 
-    for done in run_targets(targets, cwd, fix_target, jobs=jobs, cache=cache, reuse=nothing_to_fix):
+    for done in run_targets([targets[i] for i in to_fix], cwd, fix_target, jobs=jobs, cache=None):
         if isinstance(done, FileResult):
             report.add(done)
             continue

@@ -63,7 +63,7 @@ GITIGNORE = "# Automatically created by perflint.\n*\n"
 RACY_NS = 3_000_000_000
 PRUNE_AFTER_DAYS = 30
 _DAY = 86_400
-_INDEX_FORMAT = 2
+_INDEX_FORMAT = 3  # 3: clean means no findings and no hot calls into other files
 _TMP_SUFFIX = ".tmp"
 
 # An index record: dev, ino, size, mtime_ns, ctime_ns, content hash, trusted, last-seen day,
@@ -178,7 +178,7 @@ class Cache:
         return cache
 
     # ----------------------------------------------------------------- keys
-    def entry_key(self, target: Target, display: str, digest: str) -> str:
+    def entry_key(self, target: Target, display: str, digest: str, hot: frozenset[str] = frozenset()) -> str:
         settings = target.settings
         cached = self._prefixes.get(id(settings))
         if cached is None or cached[0] is not settings:
@@ -186,6 +186,8 @@ class Cache:
             cached = self._prefixes[id(settings)] = (settings, prefix)
         codes = ",".join(r.code for r in settings.rules_for(target.path))
         text = f"{cached[1]}\0{codes}\0{display}\0{digest}"
+        if hot:  # functions the project pass found hot in this file: another result
+            text += "\0" + ",".join(sorted(hot))
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
     def _entry_path(self, key: str) -> Path:
@@ -210,6 +212,7 @@ class Cache:
                 [Diagnostic.from_json(d) for d in entry["diagnostics"]],
                 error=entry["error"],
                 parsed=bool(entry["parsed"]),
+                hot_calls=tuple(entry["hot_calls"]),
             )
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
@@ -227,6 +230,7 @@ class Cache:
             "error": result.error,
             "parsed": result.parsed,
             "diagnostics": [d.to_json() for d in result.diagnostics],
+            "hot_calls": list(result.hot_calls),
         }
         path = self._entry_path(key)
         try:
@@ -275,8 +279,10 @@ class Cache:
             self._updates[os.path.abspath(target.path)] = record
 
     def lint(self, target: Target, display: str,
-             lint_fn: Callable[[Target, Optional[bytes]], FileResult]) -> tuple[FileResult, Record | None]:
-        """Read and hash the file; reuse the entry for this content, else lint and store."""
+             lint_fn: Callable[[Target, Optional[bytes]], FileResult],
+             hot: frozenset[str] = frozenset()) -> tuple[FileResult, Record | None]:
+        """Read and hash the file; reuse the entry for this content, else lint and store.
+        `hot`: functions the project pass seeds as hot (part of the entry's key)."""
         try:
             with open(target.path, "rb") as handle:
                 st = os.fstat(handle.fileno())
@@ -284,14 +290,17 @@ class Cache:
         except OSError:
             return lint_fn(target, None), None  # lint_target reports why it cannot be read
         digest = content_hash(raw)
-        key = self.entry_key(target, display, digest)
+        key = self.entry_key(target, display, digest, hot)
         result = self.read_entry(key)
         if result is None:
             result = lint_fn(target, raw)
             if cacheable(result):
                 self.write_entry(key, result)
         trusted = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RACY_NS
-        clean = key if not result.diagnostics and result.error is None and result.parsed else ""
+        if hot:
+            return result, None  # the index describes the file's own (unseeded) result
+        clean = key if not result.diagnostics and result.error is None and result.parsed \
+            and not result.hot_calls else ""
         return result, stat_key(st) + [digest, trusted, self._today, clean]
 
     # ----------------------------------------------------------------- end of run

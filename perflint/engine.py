@@ -35,6 +35,9 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: str | None = None
     parsed: bool = False
+    # Qualified names this file calls from code that runs every step, outside torch and the
+    # libraries perflint knows: how the project pass finds hot functions in other files.
+    hot_calls: tuple[str, ...] = ()
 
 
 class Linter:
@@ -59,14 +62,16 @@ class Linter:
     def may_have_findings(self, raw: bytes) -> bool:
         return self._prefilter is not None and self._prefilter.search(raw) is not None
 
-    def lint_bytes(self, path: str, raw: bytes) -> FileResult:
+    def lint_bytes(self, path: str, raw: bytes, hot_functions: frozenset[str] = frozenset()) -> FileResult:
         try:
             source = SourceFile.from_bytes(path, raw)
         except DecodeFailure as exc:
             return self._error_result(path, FileError(f"cannot decode file: {exc}"))
-        return self.lint_source(source)
+        return self.lint_source(source, hot_functions)
 
-    def lint_source(self, source: SourceFile) -> FileResult:
+    def lint_source(self, source: SourceFile, hot_functions: frozenset[str] = frozenset()) -> FileResult:
+        """Lint one file. `hot_functions` names module-level functions that code in other
+        files calls every step (the project pass): they are hot here too."""
         path = source.path
         try:
             with warnings.catch_warnings():
@@ -87,7 +92,8 @@ class Linter:
         findings: list[RawFinding] = []
         try:
             if walk:
-                findings = self._analyze(source, tree, [cls() for cls in self._walk_rules])
+                findings, result.hot_calls = self._analyze(
+                    source, tree, [cls() for cls in self._walk_rules], hot_functions)
             if findings or post:  # tokenizing for comments costs; only when something needs it
                 suppressions = parse_suppressions(source.text)
                 result.diagnostics = self._diagnostics(source, findings, suppressions) if findings else []
@@ -102,7 +108,8 @@ class Linter:
         return result
 
     # ----------------------------------------------------------------- internals
-    def _analyze(self, source: SourceFile, tree: ast.Module, rules: list[Rule]) -> list[RawFinding]:
+    def _analyze(self, source: SourceFile, tree: ast.Module, rules: list[Rule],
+                 hot_functions: frozenset[str] = frozenset()) -> tuple[list[RawFinding], tuple[str, ...]]:
         dispatch: dict[type, list] = {}
         hot_only: dict = {}
         for rule in rules:
@@ -110,10 +117,10 @@ class Linter:
                 method = getattr(rule, method_name)
                 dispatch.setdefault(node_type, []).append(method)
                 hot_only[method] = getattr(method, "hot_only", type(rule).hot_only)
-        analysis = FileAnalysis(tree, dispatch, hot_only)
+        analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions)
         context = RuleContext(source, analysis)
         analysis.run()
-        return context.findings
+        return context.findings, tuple(sorted(analysis.external_hot_calls))
 
     def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding],
                      suppressions: Suppressions | None = None) -> list[Diagnostic]:

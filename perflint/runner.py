@@ -19,8 +19,9 @@ from .files import Target
 from .parallel import effective_jobs, ordered_map
 from .rule import FileError
 
-# (target, its display path, its bytes when the cache already read them) -> a file's result
-LintFn = Callable[[Target, str, Optional[bytes]], FileResult]
+# (target, its display path, its bytes when the cache already read them, the functions the
+# project pass found hot in it) -> a file's result
+LintFn = Callable[[Target, str, Optional[bytes], frozenset], FileResult]
 # (target, its display path) -> any outcome (a FileResult or, when fixing, a FileFix)
 WorkFn = Callable[[Target, str], Any]
 
@@ -48,27 +49,59 @@ def _crash_message(reason: str) -> str:
 def lint_targets(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: int | None,
                  cache: Cache | None) -> Iterator[FileResult]:
     """Every target's result, in order: from the cache when unchanged, else linted (and
-    stored)."""
-    def work(target: Target, display: str) -> tuple[FileResult, Record | None]:
-        if cache is None:
-            return lint(target, display, None), None
-        return cache.lint(target, display, lambda t, raw: lint(t, display, raw))
+    stored); then files whose functions other files call every step are analyzed again
+    with those functions hot (the project pass)."""
+    results, _hot = lint_project(targets, cwd, lint, jobs=jobs, cache=cache)
+    yield from results
 
-    yield from run_targets(targets, cwd, work, jobs=jobs, cache=cache)
+
+def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: int | None,
+                 cache: Cache | None) -> tuple[list[FileResult], dict[int, frozenset[str]]]:
+    """(every target's result, and per target index the functions found hot from other files)."""
+    from .project import MAX_ROUNDS, ProjectIndex, hot_functions
+
+    def work_for(hot: dict[int, frozenset[str]], positions: dict[int, int]):
+        def work(target: Target, display: str) -> tuple[FileResult, Record | None]:
+            seeds = hot.get(positions.get(id(target), -1), frozenset())
+            if cache is None:
+                return lint(target, display, None, seeds), None
+            return cache.lint(target, display, lambda t, raw: lint(t, display, raw, seeds), seeds)
+        return work
+
+    positions = {id(t): i for i, t in enumerate(targets)}
+    results = list(run_targets(targets, cwd, work_for({}, positions), jobs=jobs, cache=cache))
+    hot: dict[int, frozenset[str]] = {}
+    if not any(r.hot_calls for r in results):
+        return results, hot
+    index = ProjectIndex([t.path for t in targets])
+    for _ in range(MAX_ROUNDS):
+        found = hot_functions(index, [r.hot_calls for r in results])
+        changed = sorted(i for i, names in found.items() if names != hot.get(i, frozenset()))
+        if not changed:
+            break
+        hot.update({i: found[i] for i in changed})
+        again = [targets[i] for i in changed]
+        redone = run_targets(again, cwd, work_for(hot, positions), jobs=jobs, cache=cache, remember=False,
+                             probe=False)
+        for i, result in zip(changed, redone):
+            results[i] = result
+    return results, hot
 
 
 def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, str], tuple[Any, Record | None]],
                 *, jobs: int | None, cache: Cache | None,
-                reuse: Callable[[Target, FileResult], bool] | None = None) -> Iterator[Any]:
+                reuse: Callable[[Target, FileResult], bool] | None = None,
+                remember: bool = True, probe: bool = True) -> Iterator[Any]:
     """`work(target, display)` for every target, in order, in parallel; a target whose
     cached result is current (and `reuse` accepts) yields that result instead. `work`
-    returns (outcome, index record or None)."""
+    returns (outcome, index record or None). `probe=False` skips the index (results that
+    depend on more than the file: the project pass), `remember=False` leaves it alone."""
     displays = [display_path(t.path, cwd) for t in targets]
     hits: dict[int, FileResult] = {}
     misses: list[int] = []
     sizes: list[int] = []
     for index, target in enumerate(targets):
-        if cache is not None:
+        if cache is not None and probe:
             cached, size = cache.probe(target, displays[index])
             if cached is not None and (reuse is None or reuse(target, cached)):
                 hits[index] = cached
@@ -96,10 +129,10 @@ def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, st
             yield hit
             continue
         outcome, record = next(outcomes)
-        if cache is not None:
+        if cache is not None and remember:
             cache.remember(target, record)
         yield outcome
-    if cache is not None:
+    if cache is not None and remember:
         cache.flush()
 
 

@@ -266,10 +266,10 @@ def test_worker_crash_is_reported_and_not_cached(in_tmp, monkeypatch, force_para
     reference = findings(check(root))
     real = api.lint_target
 
-    def crashing(target, cwd, raw=None):
+    def crashing(target, cwd, raw=None, hot_functions=frozenset()):
         if target.path.name == "mod_2.py":
             os.kill(os.getpid(), signal.SIGKILL)
-        return real(target, cwd, raw)
+        return real(target, cwd, raw, hot_functions)
 
     monkeypatch.setattr(api, "lint_target", crashing)
     crashed = findings(check(root, jobs=2, cache_dir=cache_dir))

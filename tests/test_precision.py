@@ -206,3 +206,22 @@ def test_look_alikes_stay_silent(name):
     source = textwrap.dedent(SILENT[name]).lstrip()
     found = check_source(source, "snippet.py", select=["ALL"])
     assert found == [], "\n".join(f"{d.location.row}:{d.location.column} {d.code} {d.message}" for d in found)
+
+
+def test_isinstance_narrows_what_a_name_holds():
+    source = textwrap.dedent("""
+        import numpy as np
+        import torch
+
+        def to_python(metrics):
+            if isinstance(metrics, np.generic):
+                return metrics.item()
+            if isinstance(metrics, (int, float)):
+                return metrics
+            return metrics
+
+        for x, y in loader:
+            out = model(x)
+            value = to_python(out.sum())
+    """).lstrip()
+    assert check_source(source, "snippet.py", select=["ALL"]) == []

@@ -21,7 +21,7 @@ from itertools import compress
 from operator import is_not
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .calls import BUILTIN_NAMES, external_call_value
+from .calls import BUILTIN_NAMES, external_call_value, may_be_project_function
 from .hints import hint_for_name
 from .hotness import (
     COLD_METHODS,
@@ -47,6 +47,7 @@ from .torch_api import (
     torch_call_device,
 )
 from .values import (
+    module_output,
     BATCH,
     BOOL_TENSOR,
     DEVICE,
@@ -196,8 +197,13 @@ class FileAnalysis:
         tree: ast.Module,
         dispatch: dict[type, list[Callable[[ast.AST, RuleContext], None]]] | None = None,
         hot_only: dict[Callable, bool] | None = None,
+        hot_functions: frozenset[str] = frozenset(),
     ) -> None:
         self.tree = tree
+        # module-level functions other files call every step (the project pass)
+        self.hot_functions = hot_functions
+        # qualified names called from hot code that may be functions of other project files
+        self.external_hot_calls: set[str] = set()
         self.dispatch = dispatch or {}
         self.hot_only = hot_only or {}
         self.classes: dict[str, ClassInfo] = {}
@@ -358,6 +364,8 @@ class FileAnalysis:
         name, cls = func.name, func.cls
         if name in COLD_METHODS:
             return ""
+        if cls is None and func.parent is None and name in self.hot_functions:
+            return f"`{name}` is called every step from another module"
         if cls is not None:
             if cls.is_autograd_function and name in ("forward", "backward"):
                 return f"autograd Function `{cls.name}.{name}`"
@@ -820,6 +828,7 @@ class _Walker:
         body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
         before = self.env
         self.env = dict(before)
+        self._narrow(node.test)
         self.hot = body_hot
         self.body(node.body)
         after_body = self.env
@@ -832,6 +841,23 @@ class _Walker:
         if eager is not None:
             branches = [branches[0] if eager else branches[1]]
         self.env = self._merge_branches(branches, before)
+
+    def _narrow(self, test: ast.expr) -> None:
+        """In `if isinstance(x, np.generic):` x is a numpy value, whatever it was before."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            for value in test.values:
+                self._narrow(value)
+            return
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+                and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
+            return
+        types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        values = [_isinstance_value(self.qualname(t) or _dotted(t)) for t in types]
+        if values and all(v is not None for v in values):
+            narrowed = values[0]
+            for value in values[1:]:
+                narrowed = join(narrowed, value)  # type: ignore[arg-type]
+            self.env[test.args[0].id] = narrowed  # type: ignore[assignment]
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
@@ -1434,7 +1460,7 @@ class _Walker:
             if kind is Kind.MODULE:
                 if name == "forward":
                     self._mark_step()
-                    return TENSOR
+                    return module_output()
                 known = module_method_value(name)
                 if known.kind is not Kind.UNKNOWN:
                     return known
@@ -1479,7 +1505,7 @@ class _Walker:
         hint = hint_for_name(name)
         if hint is not None and hint.kind is Kind.MODULE:
             self._mark_step()
-            return Value(Kind.TENSOR, zero_dim=hint.loss)
+            return module_output(hint.loss)
         return UNKNOWN
 
     def _register_attribute(self, cls: ClassInfo, node: ast.Call, args: list[Value]) -> None:
@@ -1534,7 +1560,7 @@ class _Walker:
                 result = self._call_local(node, forward, args, kwargs, bound=True)
                 if result.kind is not Kind.UNKNOWN and result.kind is not Kind.NONE:
                     return result
-            return Value(Kind.TENSOR, zero_dim=callee.loss)
+            return module_output(callee.loss)
         if kind is Kind.OBJECT:
             cls = self.file.classes.get(callee.ref) if callee.ref else None
             call = cls.lookup_method("__call__") if cls is not None else None
@@ -1550,6 +1576,8 @@ class _Walker:
         if qualname in ("builtins.next", "builtins.iter") and args and args[0].kind is Kind.LOADER:
             if qualname == "builtins.next":
                 self._mark_step()
+        if self.hot and self.reporting and may_be_project_function(qualname):
+            self.file.external_hot_calls.add(qualname)
         value = external_call_value(qualname, node, args, self.qualname)
         if qualname.startswith("torch."):
             if value.kind is Kind.TENSOR:
@@ -1614,6 +1642,27 @@ class _Walker:
             if key is not None:
                 binding[key] = value
         return binding
+
+
+_PYTHON_TYPES = frozenset(
+    """builtins.int builtins.float builtins.bool builtins.str builtins.bytes builtins.list
+    builtins.tuple builtins.dict builtins.set int float bool str bytes list tuple dict set
+    numbers.Number numbers.Real numbers.Integral collections.abc.Sequence collections.abc.Mapping
+    typing.Sequence typing.Mapping""".split()
+)
+
+
+def _isinstance_value(qualname: str) -> Value | None:
+    """What `isinstance(x, T)` proves x is, for the types that matter here."""
+    if qualname in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+        return TENSOR
+    if qualname in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+        return MODULE
+    if qualname.startswith(("numpy.", "np.")):
+        return NDARRAY
+    if qualname in _PYTHON_TYPES:
+        return PYTHON
+    return None
 
 
 def _python_dict(values: list[Value]) -> Value:

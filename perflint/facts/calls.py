@@ -137,3 +137,21 @@ def converts_to_python_scalar(qualname: str | None) -> bool:
     if qualname in _SCALAR_CONVERSIONS:
         return True
     return qualname.startswith("math.") and qualname.count(".") == 1 and qualname not in _MATH_WITHOUT_CONVERSION
+
+
+# Top-level packages whose functions are not the user's project: a call into them is not a
+# reason to analyze another file.
+# (Other third-party packages are left to the project pass, which drops names that are not
+# modules of the files being checked: linting timm's own sources, `timm.layers` is the project.)
+_KNOWN_LIBRARIES = frozenset(
+    """builtins torch numpy pandas scipy sklearn math random time os sys json logging warnings
+    re pathlib collections itertools functools copy typing dataclasses inspect subprocess shutil
+    glob PIL cv2 yaml pickle argparse datetime string contextlib abc enum operator traceback""".split()
+)
+
+
+def may_be_project_function(qualname: str) -> bool:
+    """Could `qualname` (as imported) be a function defined in the user's own files?"""
+    if qualname.startswith("."):
+        return True
+    return qualname.split(".", 1)[0] not in _KNOWN_LIBRARIES

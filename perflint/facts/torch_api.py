@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from .values import (
+    MODULE_OUTPUT,
     BOOL_TENSOR,
     DEVICE,
     DTYPE,
@@ -450,10 +451,12 @@ def tensor_attribute_value(name: str, recv: Value) -> Value:
     if name in _TENSOR_TENSOR_ATTRS:
         dtype = recv.dtype if name not in ("real", "imag") else "float"
         return Value(Kind.TENSOR, dtype=dtype, device=recv.device)
-    # Model outputs are attribute bags: `out.logits` is a tensor, `out.hidden_states` a tuple
-    # of them. A batch is "a tensor or a structure of tensors": tensor-only methods on it are
-    # reported, truth tests are not.
-    return Value(Kind.BATCH, device=recv.device)
+    if recv.ref == MODULE_OUTPUT:
+        # Model outputs are attribute bags: `out.logits` is a tensor, `out.hidden_states` a
+        # tuple of them. A batch is "a tensor or a structure of tensors": tensor-only methods
+        # on it are reported, truth tests are not.
+        return Value(Kind.BATCH, device=recv.device)
+    return UNKNOWN  # not an attribute tensors have (`img.mode` on what is really an image)
 
 
 def module_method_value(name: str) -> Value:

@@ -94,6 +94,8 @@ class Value:
 
 
 UNKNOWN = Value(Kind.UNKNOWN)
+# `ref` of the tensor a module call returns: it may be a model-output object (`out.logits`).
+MODULE_OUTPUT = "<module output>"
 _MAYBE_PYTHON = "<maybe python>"
 UNKNOWN_MAYBE_PYTHON = Value(Kind.UNKNOWN, ref=_MAYBE_PYTHON)  # unknown, one path a Python value
 PYTHON = Value(Kind.PYTHON)
@@ -105,6 +107,11 @@ FLOAT_TENSOR = Value(Kind.TENSOR, dtype="float")
 SCALAR_TENSOR = Value(Kind.TENSOR, zero_dim=True)
 MODULE = Value(Kind.MODULE)
 LOSS_MODULE = Value(Kind.MODULE, loss=True)
+
+
+def module_output(loss: bool = False) -> Value:
+    """What calling a module gives: a tensor (0-dim for a loss), or an attribute bag of them."""
+    return Value(Kind.TENSOR, zero_dim=loss, ref=MODULE_OUTPUT)
 BATCH = Value(Kind.BATCH)  # a tensor, or a tuple / dict of them: unpacking gives batches again
 LOADER = Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True))
 NDARRAY = Value(Kind.NDARRAY)

@@ -1,0 +1,147 @@
+"""The project pass: functions other files call every step are hot in their own file."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perflint.api import check_paths, fix_paths
+from perflint.cache import Cache
+from perflint.config import SettingsResolver
+from perflint.project import ProjectIndex, hot_functions, module_of
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+
+
+PACKAGE = {
+    "src/pkg/__init__.py": "",
+    "src/pkg/metrics.py": """
+        import torch
+
+        def accuracy(logits, labels):
+            return (logits.argmax(1) == labels).float().mean().item()
+
+        def never_called_per_step(t):
+            return t.sum().item()
+    """,
+    "src/pkg/losses/__init__.py": """
+        from .focal import focal
+    """,
+    "src/pkg/losses/focal.py": """
+        import torch
+
+        from ..helpers import clamp_log
+
+        def focal(logits, target):
+            p = logits.sigmoid()
+            if torch.isnan(p).any():
+                p = torch.nan_to_num(p)
+            return clamp_log(p).mean()
+    """,
+    "src/pkg/helpers.py": """
+        import torch
+
+        def clamp_log(p):
+            floor = p.min().item()
+            return torch.log(p.clamp(min=floor))
+    """,
+    "src/pkg/train.py": """
+        import torch
+
+        from . import metrics
+        from .losses.focal import focal
+
+        def fit(model, loader, optimizer):
+            for x, y in loader:
+                logits = model(x)
+                loss = focal(logits, y)
+                loss.backward()
+                optimizer.step()
+                acc = metrics.accuracy(logits, y)
+        metrics.never_called_per_step(torch.ones(1))
+    """,
+}
+
+
+def findings(report) -> set[tuple[str, int, str]]:
+    return {(Path(d.path).name, d.location.row, d.code) for d in report.diagnostics}
+
+
+def test_module_names_follow_package_directories(tmp_path):
+    write(tmp_path, PACKAGE | {"scripts/run.py": "", "scripts/utils.py": ""})
+    assert module_of(tmp_path / "src/pkg/losses/focal.py") == ("pkg.losses.focal", str(tmp_path / "src"))
+    assert module_of(tmp_path / "src/pkg/__init__.py") == ("pkg", str(tmp_path / "src"))
+    assert module_of(tmp_path / "scripts/utils.py") == ("utils", str(tmp_path / "scripts"))
+
+
+def test_relative_and_absolute_names_resolve_to_files(tmp_path):
+    write(tmp_path, PACKAGE | {"scripts/run.py": "", "scripts/utils.py": ""})
+    paths = [tmp_path / p for p in ("src/pkg/train.py", "src/pkg/metrics.py", "src/pkg/losses/focal.py",
+                                    "src/pkg/helpers.py", "src/pkg/losses/__init__.py",
+                                    "scripts/run.py", "scripts/utils.py")]
+    index = ProjectIndex(paths)
+    assert index.resolve(0, ".metrics.accuracy") == (1, "accuracy")
+    assert index.resolve(0, ".losses.focal.focal") == (2, "focal")
+    assert index.resolve(2, "..helpers.clamp_log") == (3, "clamp_log")
+    assert index.resolve(4, ".focal.focal") == (2, "focal")  # from a package's __init__
+    assert index.resolve(0, "pkg.metrics.accuracy") == (1, "accuracy")
+    assert index.resolve(5, "utils.load") == (6, "load")
+    assert index.resolve(0, "numpy.mean") is None
+    assert index.resolve(0, "....too.far") is None
+    assert hot_functions(index, [(".metrics.accuracy",), (), (), (), (), (), ()]) == {1: frozenset({"accuracy"})}
+
+
+def test_helpers_in_other_files_are_hot_through_a_chain_of_calls(tmp_path):
+    write(tmp_path, PACKAGE)
+    report = check_paths([tmp_path / "src"], SettingsResolver(tmp_path), jobs=1)
+    found = findings(report)
+    assert ("metrics.py", 4, "PFL201") in found  # accuracy(): called from the loop in train.py
+    assert ("focal.py", 7, "PFL206") in found  # focal(): called from the loop
+    assert ("helpers.py", 4, "PFL201") in found  # clamp_log(): called from focal(), two files away
+    assert not [f for f in found if f[0] == "metrics.py" and f[1] == 7], "called once, at import"
+
+
+def test_same_findings_with_cache_and_processes(tmp_path):
+    write(tmp_path, PACKAGE)
+    resolver = SettingsResolver(tmp_path)
+    reference = findings(check_paths([tmp_path / "src"], resolver, jobs=1))
+    cache = Cache.open(tmp_path / ".cache")
+    cold = findings(check_paths([tmp_path / "src"], SettingsResolver(tmp_path), jobs=2, cache=cache))
+    warm = findings(check_paths([tmp_path / "src"], SettingsResolver(tmp_path), jobs=2,
+                                cache=Cache.open(tmp_path / ".cache")))
+    assert reference == cold == warm
+    # Editing the caller so it no longer calls the helper every step changes the helper's findings.
+    train = tmp_path / "src/pkg/train.py"
+    train.write_text(train.read_text().replace("acc = metrics.accuracy(logits, y)", "pass"))
+    after = findings(check_paths([tmp_path / "src"], SettingsResolver(tmp_path), jobs=1,
+                                 cache=Cache.open(tmp_path / ".cache")))
+    assert ("metrics.py", 4, "PFL201") not in after
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_fix_applies_fixes_in_helpers_found_hot_across_files(tmp_path, jobs):
+    write(tmp_path, {
+        "proj/train.py": """
+            from helpers import count_correct
+
+            for x, y in loader:
+                out = model(x)
+                n = count_correct(out, y)
+        """,
+        "proj/helpers.py": """
+            import torch
+
+            def count_correct(out, y):
+                return (out.argmax(1) == y).sum().item()
+        """,
+    })
+    report = fix_paths([tmp_path / "proj"], SettingsResolver(tmp_path), unsafe=True, jobs=jobs)
+    assert [Path(d.path).name for d in report.fixed] == ["helpers.py"]
+    assert "return (out.argmax(1) == y).sum()\n" in (tmp_path / "proj/helpers.py").read_text()
