@@ -50,7 +50,7 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
     torch.manual_seed(seed)
     model = TinySegNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loader = DataLoader(make_dataset(samples, image_size, seed), batch_size=batch_size, shuffle=True,
+    loader = DataLoader(make_dataset(samples, image_size, seed), batch_size=batch_size, shuffle=True,  # PFL103 PFL104
                         generator=torch.Generator().manual_seed(seed))
 
     losses = []
@@ -72,8 +72,8 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
             flat_logits = logits.permute(0, 2, 3, 1).reshape(-1, NUM_CLASSES)
             flat_masks = masks.reshape(-1)
             keep = flat_masks != IGNORE
-            loss = F.cross_entropy(flat_logits[keep], flat_masks[keep])
-            if torch.isnan(loss):
+            loss = F.cross_entropy(flat_logits[keep], flat_masks[keep])  # PFL214 PFL214
+            if torch.isnan(loss):  # PFL206
                 continue
 
             optimizer.zero_grad()
@@ -82,11 +82,11 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
 
             # metrics, every step
             pred = flat_logits.argmax(1)
-            correct += (pred[keep] == flat_masks[keep]).sum().item()
-            labeled += len(flat_masks[keep])
-            foreground += len(torch.nonzero(flat_masks[keep] > 0))
-            classes_seen.update(torch.unique(flat_masks[keep]).tolist())
-            losses.append(loss.item())
+            correct += (pred[keep] == flat_masks[keep]).sum().item()  # PFL201 PFL214 PFL214
+            labeled += len(flat_masks[keep])  # PFL214
+            foreground += len(torch.nonzero(flat_masks[keep] > 0))  # PFL211 PFL214
+            classes_seen.update(torch.unique(flat_masks[keep]).tolist())  # PFL202 PFL212 PFL214
+            losses.append(loss.item())  # PFL201
             if log_every and step % log_every == 0:
                 print(f"step {step}: loss {loss.item():.4f}")
 
