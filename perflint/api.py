@@ -17,7 +17,7 @@ from .engine import FileResult, Linter
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
 from .notebook import fix_notebook, is_notebook, lint_notebook
-from .runner import lint_project, lint_targets, run_targets
+from .runner import display_path, lint_project, lint_targets, run_targets
 from .rule import FileError, Rule
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
@@ -31,15 +31,6 @@ def linter_for(rules: Sequence[type[Rule]]) -> Linter:
     if linter is None:
         linter = _linters[key] = Linter(rules)
     return linter
-
-
-def _display_path(path: Path, cwd: Path) -> str:
-    """Relative to the working directory when inside it, else as given."""
-    try:
-        rel = os.path.relpath(path, cwd)
-    except ValueError:
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
 
 
 # --------------------------------------------------------------------------- checking
@@ -80,7 +71,7 @@ def lint_target(target: Target, cwd: Path, raw: bytes | None = None,
                 hot_functions: frozenset[str] = frozenset()) -> FileResult:
     """Lint one discovered file; `raw` is its content when the caller already read it;
     `hot_functions` are its functions that other files call every step."""
-    display = _display_path(target.path, cwd)
+    display = display_path(target.path, cwd)
     linter = linter_for(target.settings.rules_for(target.path))
     if raw is None:
         try:

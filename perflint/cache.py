@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -50,6 +49,7 @@ from typing import Callable, Optional
 from . import __version__
 from .config import Settings, env_flag
 from .engine import FileResult
+from .fileio import replace_file
 from .files import Target
 from .types import Diagnostic
 
@@ -122,17 +122,7 @@ def cacheable(result: FileResult) -> bool:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_file(path, data, suffix=_TMP_SUFFIX)
 
 
 def ensure_cache_dir(directory: Path) -> None:

@@ -27,7 +27,7 @@ from .report import FORMATTERS
 from .report.context import Sources, cwd_context
 from .report.github import ANNOTATION_LIMIT
 from .source import SourceFile
-from .types import Applicability, Diagnostic
+from .types import Applicability
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

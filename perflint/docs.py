@@ -3,7 +3,6 @@ the rules table. `python -m perflint.docs` rewrites docs/; a test fails when the
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any

@@ -12,6 +12,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 class ChangedOnDisk(Exception):
@@ -20,6 +21,31 @@ class ChangedOnDisk(Exception):
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def replace_file(target: Path, data: bytes, *, suffix: str = ".perflint.tmp", mode: int | None = None,
+                 durable: bool = False, check: Callable[[], None] | None = None) -> None:
+    """Write `data` to a temporary file beside `target`, then rename it over `target`: a
+    reader sees the old bytes or the new ones, never half of them. `check` runs right before
+    the rename and may raise to abandon the write (the temporary file is removed)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        if check is not None:
+            check()
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def write_atomic(path: Path, data: bytes, original: bytes) -> None:
@@ -31,21 +57,9 @@ def write_atomic(path: Path, data: bytes, original: bytes) -> None:
         raise ChangedOnDisk(f"cannot re-read {path}: {exc.strerror}") from None
     if current != original:
         raise ChangedOnDisk(f"{path} changed on disk since it was read; not overwriting it")
-    mode = stat.S_IMODE(target.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".perflint.tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        # Last check right before the swap keeps the race window as small as it can be.
+
+    def unchanged() -> None:  # the last check right before the swap keeps the race window small
         if target.read_bytes() != original:
             raise ChangedOnDisk(f"{path} changed on disk since it was read; not overwriting it")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    replace_file(target, data, mode=stat.S_IMODE(target.stat().st_mode), durable=True, check=unchanged)

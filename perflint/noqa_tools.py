@@ -254,7 +254,8 @@ def _codes_by_row(diagnostics: Iterable) -> dict[int, set[str]]:
 
 def add_noqa_to_paths(paths, resolver, *, force_exclude: bool | None = None) -> AddNoqaResult:
     """`perflint check --add-noqa`: suppress every current finding where it is reported."""
-    from .api import _display_path, iter_targets, linter_for
+    from .api import iter_targets, linter_for
+    from .runner import display_path
     from .fileio import ChangedOnDisk, write_atomic
     from .fixes import apply_edits, compiles
     from .notebook import Notebook, NotebookError, _without_broken_cells, is_notebook
@@ -264,7 +265,7 @@ def add_noqa_to_paths(paths, resolver, *, force_exclude: bool | None = None) -> 
     targets, result.missing = iter_targets(paths, resolver, force_exclude)
     cwd = Path.cwd()
     for target in targets:
-        display = _display_path(target.path, cwd)
+        display = display_path(target.path, cwd)
         linter = linter_for(target.settings.rules_for(target.path))
         try:
             raw = target.path.read_bytes()

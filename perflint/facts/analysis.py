@@ -102,7 +102,8 @@ class ClassInfo:
     is_optimizer: bool = False
     is_autograd_function: bool = False
 
-    def lookup_attr(self, name: str) -> Value | None:
+    def lineage(self) -> Iterable[ClassInfo]:
+        """This class and its bases defined in the same file (each once)."""
         seen: set[int] = set()
         stack: list[ClassInfo] = [self]
         while stack:
@@ -110,23 +111,14 @@ class ClassInfo:
             if id(cls) in seen:
                 continue
             seen.add(id(cls))
-            if name in cls.attrs:
-                return cls.attrs[name]
+            yield cls
             stack.extend(cls.local_bases)
-        return None
+
+    def lookup_attr(self, name: str) -> Value | None:
+        return next((c.attrs[name] for c in self.lineage() if name in c.attrs), None)
 
     def lookup_method(self, name: str) -> FunctionInfo | None:
-        seen: set[int] = set()
-        stack: list[ClassInfo] = [self]
-        while stack:
-            cls = stack.pop()
-            if id(cls) in seen:
-                continue
-            seen.add(id(cls))
-            if name in cls.methods:
-                return cls.methods[name]
-            stack.extend(cls.local_bases)
-        return None
+        return next((c.methods[name] for c in self.lineage() if name in c.methods), None)
 
     def instance(self) -> Value:
         kind = Kind.MODULE if self.is_module else Kind.OBJECT
