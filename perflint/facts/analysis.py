@@ -1158,6 +1158,9 @@ class _Walker:
                 if attr in ("weight", "bias"):
                     return TENSOR
             return _attribute_hint(attr)
+        if kind is Kind.SEQ and base.elem is not None and base.elem.kind is Kind.TENSOR:
+            # named tuples of tensors: `x.max(1).values`, `torch.linalg.lstsq(a, b).solution`
+            return base.elem
         if kind is Kind.NDARRAY:
             return PYTHON if attr in ("shape", "ndim", "size", "dtype") else NDARRAY
         if kind in (Kind.PYTHON, Kind.DEVICE, Kind.DTYPE, Kind.OPTIMIZER, Kind.NONE):
@@ -1490,6 +1493,8 @@ class _Walker:
         value = tensor_method_value(name, node, recv, self.qualname)
         if value.kind is Kind.TENSOR:
             return value.with_device(tensor_method_device(name, node, recv, self.qualname, self.value))
+        if value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.TENSOR:
+            return Value(Kind.SEQ, elem=value.elem.with_device(recv.device))  # `x.sort()`, `x.max(1)`
         return value
 
     def _call_hinted(self, name: str) -> Value:
@@ -1582,6 +1587,10 @@ class _Walker:
                 else:
                     device = merged_device(args)
                 value = value.with_device(device)
+            elif value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.TENSOR:
+                # tuples of tensors (`torch.sort`, `torch.linalg.lstsq`): where the inputs are
+                device = merged_device(args)
+                value = Value(Kind.SEQ, elem=value.elem.with_device(device))
             elif value.kind is Kind.LOADER:
                 batch = Value(Kind.BATCH, data=True, device="cpu", origin=node)
                 value = Value(Kind.LOADER, elem=batch, origin=node)

@@ -149,7 +149,7 @@ _REDUCTIONS = frozenset(
 _DIM_KEYWORDS = ("dim", "axis")
 
 _LINALG_SEQ = frozenset(
-    """eigh eig svd qr lu lu_factor lu_factor_ex ldl_factor ldl_factor_ex slogdet
+    """eigh eig svd qr lu lu_factor lu_factor_ex ldl_factor ldl_factor_ex slogdet lstsq
     inv_ex cholesky_ex solve_ex""".split()
 )
 
@@ -544,6 +544,10 @@ MODULE_STATE_CONSTRUCTORS = frozenset(
 
 
 def _common_device(values: list[Value]) -> str | None:
+    """Where an op's result lives: with its tensor arguments when they agree; on the default
+    device (the CPU) when every argument is a Python number (`torch.sqrt(1.0 - lam)`)."""
+    if values and all(v.kind is Kind.PYTHON for v in values):
+        return "cpu"
     devices = {v.device for v in values if v.kind is Kind.TENSOR}
     return devices.pop() if len(devices) == 1 else None
 
