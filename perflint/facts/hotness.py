@@ -32,8 +32,14 @@ _OPTIMIZER_NAME = re.compile(r"optim|(?:^|_)opt(?:_|$)|scaler")
 _SCHEDULER_NAME = re.compile(r"sched|lr_|warmup")
 
 
+# `create_loss`, `build_criterion`, `resolve_classification_loss`: they make a loss, once.
+_FACTORY_PREFIX = re.compile(r"^_*(?:create|build|make|get|resolve|init|setup|load|register|parse|"
+                             r"configure|select|choose|new)_")
+
+
 def is_loss_function_name(name: str) -> bool:
-    return bool(_LOSS_FUNCTION.search(name.lower()))
+    lower = name.lower()
+    return bool(_LOSS_FUNCTION.search(lower)) and not _FACTORY_PREFIX.search(lower)
 
 
 def receiver_name(node: ast.expr) -> str:
