@@ -132,12 +132,11 @@ def fix_text(
     lint: Callable[[SourceFile], list[Diagnostic]],
     unsafe: bool,
     make_source: Callable[[str], SourceFile],
-    on_edits: Callable[[str, list[tuple[int, int, str]]], None] | None = None,
 ) -> FixOutcome:
     """Apply fixes until nothing applicable is left (at most MAX_ITERATIONS rounds).
 
-    `on_edits(text, edits)` is told each round's edits (offsets into `text`), for callers
-    that map positions through the rounds (notebook cells)."""
+    `FixOutcome.rounds` records each round's text and edits (offsets into that text), for
+    callers that map positions through the rounds (notebook cells, the corpus check)."""
     original = source.text
     originally_compiles: bool | None = None  # computed once, and only if there is a fix to check
     current = source
@@ -167,8 +166,6 @@ def fix_text(
             if not chosen:
                 continue
             edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
-        if on_edits is not None:
-            on_edits(current.text, edits)
         fixed.extend(chosen)
         rounds.append((current.text, edits))
         current = make_source(text)

@@ -656,8 +656,9 @@ def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> Note
     def lint(src: SourceFile) -> list[Diagnostic]:
         return linter.lint_source(src).diagnostics
 
-    outcome = fix_text(source, lint, unsafe, lambda new: SourceFile(path=display, text=new),
-                       on_edits=lambda text, edits: tracker.apply(edits, text))
+    outcome = fix_text(source, lint, unsafe, lambda new: SourceFile(path=display, text=new))
+    for text, edits in outcome.rounds:  # map cell positions through every round of edits
+        tracker.apply(edits, text)
     if outcome.text == notebook.text:
         outcome.remaining = sorted(errors + [notebook.map_diagnostic(d) for d in outcome.remaining],
                                    key=Diagnostic.sort_key)
