@@ -1,0 +1,29 @@
+"""A non-editable install (what pre-commit does) ships every package: the list in
+pyproject.toml must name each directory with an `__init__.py` (rules/ installs as
+`perflint_rules`, never as a top-level `rules`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_package_directory_is_listed():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    listed = set(config["packages"])
+    mapping = config["package-dir"]
+    assert mapping == {"perflint_rules": "rules"}
+    found = set()
+    for top, name in (("perflint", "perflint"), ("rules", "perflint_rules")):
+        for init in (ROOT / top).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / top).parts
+            found.add(".".join((name, *parts)))
+    assert listed == found
+    assert "rules" not in listed
