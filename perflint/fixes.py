@@ -8,6 +8,7 @@ repeat until nothing changes. Imports a fix needs are scheduled with libcst's
 
 from __future__ import annotations
 
+import ast
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -43,34 +44,70 @@ def _edit(source: SourceFile, start: int, end: int, text: str) -> Edit:
 
 def _import_edit(text: str, modules: list[str]) -> tuple[int, int, str] | None | bool:
     """An insertion that adds `import <module>` lines; False if none is needed, None if libcst
-    cannot place it."""
+    cannot place it.
+
+    libcst's `AddImportsVisitor` decides where the import goes (after the existing imports,
+    after `from __future__` and the docstring) and whether one is needed at all. It walks the
+    whole tree it is given, so it is given the file's import header only: the leading
+    docstring, comments and top-level imports (a prefix of the file), not the code after."""
     try:
         import libcst as cst
         from libcst.codemod import CodemodContext
         from libcst.codemod.visitors import AddImportsVisitor
     except ImportError:  # pragma: no cover - libcst is a dependency
         return None
+    header = text[: _import_header_end(text)]
     try:
-        module = cst.parse_module(text)
+        module = cst.parse_module(header)
     except Exception:
         return None
     context = CodemodContext()
     for name in modules:
         AddImportsVisitor.add_needed_import(context, name)
-    new_text = AddImportsVisitor(context).transform_module(module).code
-    if new_text == text:
+    new_header = AddImportsVisitor(context).transform_module(module).code
+    if new_header == header:
         return False
     prefix = 0
-    limit = min(len(text), len(new_text))
-    while prefix < limit and text[prefix] == new_text[prefix]:
+    limit = min(len(header), len(new_header))
+    while prefix < limit and header[prefix] == new_header[prefix]:
         prefix += 1
     # Insert at a line start so the edit reads as whole lines.
-    prefix = text.rfind("\n", 0, prefix) + 1 if prefix else 0
-    inserted_len = len(new_text) - len(text)
-    inserted = new_text[prefix : prefix + inserted_len]
-    if new_text[:prefix] + inserted + text[prefix:] != new_text:
+    prefix = header.rfind("\n", 0, prefix) + 1 if prefix else 0
+    inserted_len = len(new_header) - len(header)
+    inserted = new_header[prefix : prefix + inserted_len]
+    if new_header[:prefix] + inserted + header[prefix:] != new_header:
         return None
+    if prefix == len(header) and header and not header.endswith(("\n", "\r")):
+        return None
+    if prefix < len(text) and not inserted.endswith(("\n", "\r")):
+        inserted += "\n"  # an empty header: the code that follows starts on its own line
     return (prefix, prefix, inserted)
+
+
+def _import_header_end(text: str) -> int:
+    """Offset just past the last top-level import of the file's leading block of docstring
+    and imports (0 when the file starts with other code)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return len(text)
+    end_line = 0
+    for index, stmt in enumerate(tree.body):
+        is_docstring = index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
+            and isinstance(stmt.value.value, str)
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or is_docstring:
+            end_line = stmt.end_lineno or stmt.lineno
+            continue
+        break
+    if end_line == 0:
+        return 0
+    offset = 0
+    for _ in range(end_line):  # past the end of that line, line break included
+        newline = text.find("\n", offset)
+        if newline < 0:
+            return len(text)
+        offset = newline + 1
+    return offset
 
 
 # --------------------------------------------------------------------------- applying
