@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -103,7 +104,9 @@ def code_fingerprint() -> str:
                 digest.update(file.read_bytes())
             except OSError:
                 digest.update(b"<unreadable>")
-    spec = importlib.util.find_spec("libcst")
+    # PathFinder looks on sys.path without touching sys.modules: find_spec("libcst") would
+    # run the lazy import that perflint.rewrite set up.
+    spec = importlib.machinery.PathFinder.find_spec("libcst")
     if spec is not None and spec.origin is not None:
         version_file = Path(spec.origin).parent / "_version.py"
         try:

@@ -140,6 +140,35 @@ def test_a_warm_run_does_not_lint_unchanged_files(in_tmp, monkeypatch):
     assert second == findings(check(root))
 
 
+_LIBCST_PROBE = """\
+import sys
+from perflint.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    print("exit", exit.code)
+print("libcst loaded:", any(name.startswith("libcst.") for name in sys.modules))
+"""
+
+
+def _check_in_fresh_process(*args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _LIBCST_PROBE, "check", *args], capture_output=True,
+                          text=True, check=True)
+    return done.stdout.splitlines()[-2:]
+
+
+def test_libcst_is_imported_only_to_compute_a_fix(in_tmp):
+    """Importing libcst costs more than a warm run; only a fixable finding may load it."""
+    (in_tmp / "clean.py").write_text("import torch\n\ndef f(x):\n    return x + 1\n")
+    (in_tmp / "fixable.py").write_text(
+        "import torch\n\ndef f(loader):\n    for x in loader:\n        t = torch.zeros(3).cuda()\n")
+    cache_dir = str(in_tmp / "cache")
+    assert _check_in_fresh_process("clean.py", "--no-cache") == ["exit 0", "libcst loaded: False"]
+    assert _check_in_fresh_process("fixable.py", "--cache-dir", cache_dir) == ["exit 1", "libcst loaded: True"]
+    # warm: the cached result carries the fix, nothing is rewritten again
+    assert _check_in_fresh_process("fixable.py", "--cache-dir", cache_dir) == ["exit 1", "libcst loaded: False"]
+
+
 # --------------------------------------------------------------------------- invalidation
 def test_content_change_with_same_size_and_mtime_is_seen(in_tmp, monkeypatch):
     monkeypatch.setattr(cache_module, "RACY_NS", 0)  # trust every stat: the stat must tell

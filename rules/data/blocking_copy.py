@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import ast
 
-import libcst as cst
-
 from perflint.facts.context import RuleContext
-from perflint.rewrite import RewriteError, set_keyword
+from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 

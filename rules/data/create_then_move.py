@@ -2,11 +2,9 @@ from __future__ import annotations
 
 import ast
 
-import libcst as cst
-
 from perflint.facts.context import RuleContext
 from perflint.facts.torch_api import dtype_class_of
-from perflint.rewrite import RewriteError, code, method_chain, set_keyword
+from perflint.rewrite import RewriteError, code, cst, method_chain, set_keyword
 from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 

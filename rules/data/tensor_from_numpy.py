@@ -2,11 +2,9 @@ from __future__ import annotations
 
 import ast
 
-import libcst as cst
-
 from perflint.facts.context import RuleContext
 from perflint.facts.values import Kind
-from perflint.rewrite import RewriteError
+from perflint.rewrite import RewriteError, cst
 from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
