@@ -30,3 +30,28 @@ def test_import_goes_after_the_leading_imports(before, after):
 
 def test_no_edit_when_torch_is_already_imported():
     assert _import_edit("import os\nimport torch\n\nx = torch.zeros(1)\n", ["torch"]) is False
+
+
+def libcst_on_whole_file(text: str) -> str:
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext()
+    AddImportsVisitor.add_needed_import(context, "torch")
+    return AddImportsVisitor(context).transform_module(cst.parse_module(text)).code
+
+
+@pytest.mark.parametrize("text", [
+    "import torch\n\nx = torch.zeros(1)\n",
+    "import os, torch\n\nx = 1\n",
+    '"""Doc."""\nfrom __future__ import annotations\nimport torch\n',
+    "import torch as T\n\nx = T.zeros(1)\n",  # aliased: libcst still adds `import torch`
+    "import torch.nn\n\nx = torch.nn.Linear(1, 1)\n",  # a submodule does not count
+    "from torch import nn\n\nx = nn.Linear(1, 1)\n",
+    "import os\n\ndef f():\n    import torch\n",  # not in the header
+])
+def test_import_edit_decides_as_libcst_on_the_whole_file(text):
+    """The shortcut for already-imported modules (which skips importing libcst.codemod) and
+    the header-only libcst run both give what libcst gives on the whole file."""
+    assert apply(text) == libcst_on_whole_file(text)
