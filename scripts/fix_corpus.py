@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from perflint import api  # noqa: E402
 from perflint.config import SettingsResolver  # noqa: E402
 from perflint.fixes import compiles  # noqa: E402
+from perflint.runner import lint_project  # noqa: E402
 from perflint.source import DecodeFailure, SourceFile  # noqa: E402
 
 DEFAULT_PACKAGES = ("torchvision", "timm", "transformers")
@@ -168,6 +169,15 @@ def only_fixed_spans_changed(original: str, rounds: list[tuple[str, list[tuple[i
     return None
 
 
+def project_hot_functions(work: Path, resolver: SettingsResolver) -> dict[Path, frozenset[str]]:
+    """Per file, the functions other files call every step, found by the same project pass
+    the CLI runs: replaying a file's fix without them would miss the fixes they enable."""
+    targets, _ = api.iter_targets([work], resolver)
+    lint = lambda target, display, raw, hot: api.lint_target(target, work, raw, hot)  # noqa: E731
+    _, hot = lint_project(targets, work, lint, jobs=1, cache=None)
+    return {targets[i].path.resolve(): names for i, names in hot.items()}
+
+
 def check_package(package: str, corpora: Path, scratch: Path) -> Result:
     result = Result(package)
     work = scratch / "work" / package
@@ -187,6 +197,7 @@ def check_package(package: str, corpora: Path, scratch: Path) -> Result:
             result.failures.append(line)
 
     resolver = SettingsResolver(work)
+    seeds = project_hot_functions(work, resolver)
     for path in files:
         after = path.read_bytes()
         before = originals[path]
@@ -204,7 +215,8 @@ def check_package(package: str, corpora: Path, scratch: Path) -> Result:
             result.failures.append(f"{name}: encoding, BOM or line endings changed")
         if compiles(source.text, name) and not compiles(fixed.text, name):
             result.failures.append(f"{name}: no longer compiles")
-        outcome = api.fix_file_source(source, resolver.for_path(path), path, unsafe=True)
+        outcome = api.fix_file_source(source, resolver.for_path(path), path, unsafe=True,
+                                      hot_functions=seeds.get(path.resolve(), frozenset()))
         if source.to_bytes(outcome.text) != after:
             result.failures.append(f"{name}: the API and the CLI disagree")
             continue

@@ -79,3 +79,22 @@ def test_sources_are_found_in_the_corpora_directory(name, tmp_path):
     if not (corpora / name / name).is_dir():
         pytest.skip("no local corpus")
     assert fix_corpus.find_sources(name, corpora, tmp_path) == corpora / name / name
+
+
+def test_replay_sees_helpers_other_files_call_every_step(tmp_path):
+    """A helper in another module is hot only through the project pass: the CLI fixes it,
+    and the script's replay must agree instead of reporting a disagreement."""
+    package = tmp_path / "corpora" / "proj" / "proj"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text(
+        "import torch\n\n\ndef make_buffer(n):\n    return torch.zeros(n).cuda()\n")
+    (package / "train.py").write_text(
+        "from proj.helpers import make_buffer\n\n\ndef train(model, loader, opt):\n"
+        "    for x, y in loader:\n        buf = make_buffer(4)\n        loss = model(x, buf)\n"
+        "        loss.backward()\n        opt.step()\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = fix_corpus.check_package("proj", tmp_path / "corpora", scratch)
+    assert result.failures == []
+    assert result.changed == ["proj/helpers.py"] and result.fixes["PFL101"] == 1
