@@ -55,7 +55,7 @@ class _GitIgnore:
                     lines.extend(handle.read().splitlines())
             except OSError:
                 pass
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", lines) if lines else None
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None  # git's own semantics
         self._specs[directory] = spec
         return spec
 
