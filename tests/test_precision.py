@@ -198,6 +198,124 @@ SILENT = {
                     raise ValueError(f"empty batch: {x}")
                 return x
     """,
+    "flags named like losses are flags": """
+        import torch
+
+        class ClipLoss(torch.nn.Module):
+            def __init__(self, local_loss=False):
+                super().__init__()
+                self.local_loss = local_loss
+
+            def forward(self, a, b):
+                if self.local_loss:
+                    return (a * b).sum()
+                return (a - b).sum()
+
+        class Trainer:
+            def _get_logps(self, model, batch, compute_aux_loss=False):
+                outputs = model(**batch)
+                if compute_aux_loss:
+                    return outputs.log_probs, outputs.aux_loss
+                return outputs.log_probs, None
+
+            def compute_loss(self, model, inputs):
+                version = self.model_version_fn()
+                if version > self.max_staleness:
+                    pass
+                logps, aux = self._get_logps(model, inputs, compute_aux_loss=self.aux_enabled)
+                return -logps.mean()
+    """,
+    "predicates of tensor libraries return bools": """
+        import torch
+        from kornia.core.utils import is_compiling
+        from kornia.augmentation.utils.helpers import _adapted_rsampling
+
+        class Jiggle(torch.nn.Module):
+            def forward(self, x, batch_size, device):
+                if not is_compiling():
+                    x = x * 2
+                factor = _adapted_rsampling((batch_size,), self.sampler, False)
+                return x, factor.to(device=device)
+    """,
+    "CPU tensors stay on the CPU through dtype casts, legacy constructors and cat": """
+        import torch
+
+        class RandomApply(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weights = torch.ones(4).to(torch.get_default_dtype())
+
+            def forward(self, x, ids, groups):
+                if self.weights.sum() == 0:
+                    return x
+                picked = torch.multinomial(self.weights, 1)
+                counts = torch.LongTensor(ids)
+                index = torch.cat([torch.tensor(range(n)) for n in groups])
+                return x[picked], counts.sum().item(), index.cpu().split(groups)
+    """,
+    "shape dispatch runs every step but step counters do not": """
+        import torch
+
+        def train(model, loader, opt):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x.cuda(), y.cuda())
+                loss.backward()
+                opt.step()
+                if i == 0:
+                    print(loss.item())
+                if i < 3:
+                    print(loss.cpu())
+
+        def plot_val_batches(model, dataloader, device):
+            with torch.no_grad():
+                for ni, batch in zip(range(3), dataloader):
+                    img = batch["img"].to(device).float() / 255
+                    pictures.append(model(img).cpu().numpy())
+    """,
+    "tests, one-time checks and cache fills": """
+        import time
+        import torch
+
+        def test_gradient_accumulation(model, ddp_model, dataloader):
+            for batch in dataloader:
+                model(batch).sum().backward()
+                for p, q in zip(model.parameters(), ddp_model.parameters()):
+                    assert torch.allclose(p.grad, q.grad)
+
+        class HeteroLinear(torch.nn.Module):
+            def _measure(self, x, key):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                torch.cuda.synchronize()
+                self._cache[key] = time.perf_counter() - t
+
+            def forward(self, x, labels):
+                key = x.size(0)
+                if key not in self._cache:
+                    self._measure(x, key)
+                if not self._checked:
+                    self._checked = True
+                    if (labels < 0).any().item():
+                        raise ValueError("negative labels")
+                return x @ x.T
+    """,
+    "RNN bias flags and a module built in place": """
+        import torch
+
+        class MyLSTM(torch.nn.LSTM):
+            def forward(self, x):
+                b = self.bias_ih_l0 if self.bias else None
+                gate = torch.nn.Linear(x.size(-1), 1).to(x.device)
+                return gate(x), b
+    """,
+    "a CPU copy of a generated sequence": """
+        import torch
+
+        for x in loader:
+            ids = model.generate(x)
+            ids_cpu = ids.cpu()  # noqa: PFL203
+            texts = ids_cpu.tolist()
+    """,
 }
 
 

@@ -189,6 +189,48 @@ CASES = {
         """,
         {(11, "PFL206"), (13, "PFL201")},
     ),
+    "shape dispatch and loops over layers run every step": (
+        """
+        import torch
+
+        class Loss(torch.nn.Module):
+            def forward(self, input, target):
+                loss = (input - target).abs()
+                if input.ndim == 4:
+                    print("loss", loss.mean().item())
+                for i, layer in enumerate(self.layers):
+                    if i == 0:
+                        scale = input.abs().max().item()
+                return loss.mean()
+        """,
+        {(7, "PFL201"), (10, "PFL201")},
+    ),
+    "schedulers, metrics and loss methods run every step": (
+        """
+        import torch
+
+        class MaskScheduler:
+            def step(self, model_output: torch.Tensor, timestep, sample: torch.Tensor):
+                active = sample == self.mask_token_id
+                if active.any():
+                    pass
+                return sample
+
+        class MyAccuracy(Metric):
+            def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+                if torch.unique(target).numel() > 10:
+                    raise ValueError("too many classes")
+
+        class PairLoss(torch.nn.Module):
+            def _compute_loss(self, pos_mask):
+                if pos_mask.bool().any():
+                    return 1
+
+        def ctc_loss_kd(log_probs: torch.Tensor, targets: torch.Tensor):
+            return targets.argmax(-1).cpu()
+        """,
+        {(6, "PFL206"), (12, "PFL212"), (17, "PFL206"), (21, "PFL203")},
+    ),
 }
 
 

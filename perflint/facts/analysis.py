@@ -16,6 +16,7 @@ Rules never walk the tree themselves; they receive nodes and ask `RuleContext` q
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import is_not
@@ -100,6 +101,8 @@ class ClassInfo:
     is_module: bool = False
     is_loss: bool = False
     is_optimizer: bool = False
+    is_scheduler: bool = False  # LR and diffusion schedulers: `step()` runs every step
+    is_metric: bool = False  # torchmetrics / ignite metrics: `update()` runs every batch
     is_autograd_function: bool = False
 
     def lineage(self) -> Iterable[ClassInfo]:
@@ -166,6 +169,7 @@ class LoopInfo:
     direct_markers: bool = False
     nested_markers: bool = False
     root_hot: bool = False  # this loop is what makes its region hot
+    counters: frozenset[str] = frozenset()  # `i` in `for i, b in enumerate(...)`, `for i in range(n)`
 
 
 SUMMARY = 1
@@ -266,6 +270,8 @@ class FileAnalysis:
             cls.is_module = self._class_is(cls, _is_module_base)
             cls.is_loss = cls.name.endswith("Loss") or self._class_is(cls, lambda b: b.endswith("Loss"))
             cls.is_optimizer = self._class_is(cls, lambda b: b.endswith("Optimizer"))
+            cls.is_scheduler = cls.name.endswith("Scheduler") or self._class_is(cls, lambda b: b.endswith("Scheduler"))
+            cls.is_metric = cls.name.endswith("Metric") or self._class_is(cls, lambda b: b.endswith("Metric"))
             cls.is_autograd_function = self._class_is(
                 cls, lambda b: b in ("Function", "torch.autograd.Function", "autograd.Function")
             )
@@ -367,6 +373,12 @@ class FileAnalysis:
                 return f"loss `{cls.name}.__call__`"
             if name == "step" and cls.is_optimizer:
                 return f"optimizer `{cls.name}.step`"
+            if name == "step" and cls.is_scheduler:
+                return f"scheduler `{cls.name}.step` runs every (denoising) step"
+            if name in ("update", "_update") and cls.is_metric:
+                return f"metric `{cls.name}.{name}` runs every batch"
+            if is_loss_function_name(name) and (cls.is_module or self.imports_torch):
+                return f"loss method `{cls.name}.{name}`"
             return ""
         if func.parent is None and is_loss_function_name(name) and self.imports_torch:
             return f"loss function `{name}`"
@@ -495,6 +507,10 @@ def _dotted(node: ast.expr) -> str:
     if isinstance(node, ast.Subscript):  # Generic[T], nn.Module[...]
         return _dotted(node.value)
     return ""
+
+
+def _is_rnn_base(base: str) -> bool:
+    return base.rsplit(".", 1)[-1] in ("RNNBase", "RNN", "LSTM", "GRU")
 
 
 def _is_module_base(base: str) -> bool:
@@ -627,6 +643,17 @@ class _Walker:
     def reporting(self) -> bool:
         return self.mode == REPORT and not self.silent
 
+    @property
+    def _in_test(self) -> bool:
+        """A test (`def test_...`, a method of `class Test...`): its loops check results,
+        they are not a training or inference loop."""
+        func: FunctionInfo | None = self.func
+        while func is not None:
+            if _TEST_NAME.match(func.name) or (func.cls is not None and func.cls.name.startswith("Test")):
+                return True
+            func = func.parent
+        return False
+
     def run(self) -> None:
         func, node = self.func, self.func.node
         if isinstance(node, ast.Module):
@@ -677,12 +704,14 @@ class _Walker:
         if self.mode == REPORT:
             if passed is not None and passed.kind is not Kind.UNKNOWN:
                 return passed
+        if isinstance(default, ast.Constant) and default.value is not None:
+            return PYTHON  # `local_loss=False` is a flag, whatever its name says
         hint = hint_for_name(arg.arg, parameter=True)
         if hint is not None:
             return hint
         if default is not None:
             if isinstance(default, ast.Constant):
-                return NONE if default.value is None else PYTHON
+                return NONE
             if isinstance(default, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)):
                 return PYTHON
         elif arg.annotation is None and self._is_forward_input():
@@ -861,15 +890,29 @@ class _Walker:
         return result
 
     def _once_test(self, test: ast.expr) -> bool:
-        """`if step == 0:` on a Python counter runs once, not every step."""
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        """`if step == 0:` / `if batch_idx < 3:` on a step counter runs once (or a few
+        times), not every step. `x.ndim == 4`, `B == 1` or the index of a loop over layers
+        are not step counters: what they guard runs every step."""
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
             return False
-        left, right = test.left, test.comparators[0]
+        left, op, right = test.left, test.ops[0], test.comparators[0]
         if isinstance(left, ast.Constant):
             left, right = right, left
-        if not (isinstance(right, ast.Constant) and isinstance(right.value, int)):
+            op = {ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
+        if not (isinstance(right, ast.Constant) and type(right.value) is int):
             return False
-        return isinstance(left, (ast.Name, ast.Attribute)) and self.memo.get(left, self._peek(left)).kind is Kind.PYTHON
+        if not (isinstance(op, ast.Eq) or (isinstance(op, (ast.Lt, ast.LtE)) and right.value <= _FEW_STEPS)):
+            return False
+        if not isinstance(left, (ast.Name, ast.Attribute)):
+            return False
+        if self.memo.get(left, self._peek(left)).kind is not Kind.PYTHON:
+            return False
+        if isinstance(left, ast.Name):
+            loop = next((lp for lp in reversed(self.loops) if left.id in lp.counters), None)
+            if loop is not None:  # the index of the step loop, not of a loop inside the step
+                return loop.root_hot or loop.data
+            return bool(_STEP_COUNTER.search(left.id.lower()))
+        return bool(_STEP_COUNTER.search(left.attr.lower()))
 
     def _peek(self, node: ast.expr) -> Value:
         if isinstance(node, ast.Name):
@@ -891,8 +934,10 @@ class _Walker:
         iterable = self.ev(node.iter)
         self._dispatch(node)
         elem = element_of(iterable)
-        data = _is_data(iterable, elem)
-        self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None)
+        few = _few_iterations(node.iter)
+        data = _is_data(iterable, elem) and not few
+        self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None,
+                   counters=_loop_counters(node), few=few)
         self.body(node.orelse)
 
     def st_While(self, node: ast.While) -> None:
@@ -904,8 +949,8 @@ class _Walker:
         self.body(node.orelse)
 
     def _loop(self, node: ast.AST, data: bool, head: Callable[[], None], body: list[ast.stmt],
-              while_test: ast.expr | None) -> None:
-        info = LoopInfo(node, data)
+              while_test: ast.expr | None, counters: frozenset[str] = frozenset(), few: bool = False) -> None:
+        info = LoopInfo(node, data, counters=counters)
         before = self.env
         hot_before = self.hot
         if self.reporting:
@@ -922,7 +967,7 @@ class _Walker:
             self.silent -= 1
             before = _join_env(before, self.env)
             info.nested_markers = info.nested_markers  # pre-walk filled the markers in
-        loop_hot = info.data or info.direct_markers
+        loop_hot = (info.data or info.direct_markers) and not few and not self._in_test
         info.root_hot = loop_hot and not hot_before
         self.hot = hot_before or loop_hot
         self.env = dict(before)
@@ -1156,6 +1201,8 @@ class _Walker:
                 if attr == "device":
                     return DEVICE
                 if attr in ("weight", "bias"):
+                    if attr == "bias" and cls is not None and self.file._class_is(cls, _is_rnn_base):
+                        return PYTHON  # `nn.LSTM(bias=True)` keeps a flag; weights are `bias_ih_l0`
                     return TENSOR
             return _attribute_hint(attr)
         if kind is Kind.SEQ and base.elem is not None and base.elem.kind is Kind.TENSOR:
@@ -1485,6 +1532,10 @@ class _Walker:
             return self._tensor_method(name, node, TENSOR)
         if name == "to":
             return self._tensor_method(name, node, TENSOR)
+        if name == "cpu":  # a tensor (or a module) now in host memory: `model.generate(x).cpu()`
+            return Value(Kind.TENSOR, device="cpu")
+        if name == "numpy":
+            return NDARRAY
         if name == "tolist":
             return PYTHON
         return self._call_hinted(name)
@@ -1699,6 +1750,46 @@ def merged_device(values: Iterable[Value]) -> str | None:
                 return None
             device, seen = value.device, True
     return device
+
+
+# Names of step counters: `step`, `global_step`, `batch_idx`, `it`, `epoch`, `self.iteration`.
+_STEP_COUNTER = re.compile(r"step|iter|epoch|(?:^|_)(?:batch_?(?:idx|id|i|num|index|nb)|it|itr|ni|bi|nb)$")
+_TEST_NAME = re.compile(r"test(?:_|[A-Z0-9]|$)")
+_FEW_STEPS = 16  # `if batch_idx < 3:` draws a few pictures; it does not run every step
+
+
+def _loop_counters(node: ast.For | ast.AsyncFor) -> frozenset[str]:
+    """The names a loop binds to its iteration index: `i` in `for i, b in enumerate(x)` and
+    in `for i in range(n)`."""
+    target, iterable = node.target, node.iter
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)):
+        return frozenset()
+    if iterable.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts \
+            and isinstance(target.elts[0], ast.Name):
+        return frozenset({target.elts[0].id})
+    if iterable.func.id == "range" and isinstance(target, ast.Name):
+        return frozenset({target.id})
+    return frozenset()
+
+
+def _few_iterations(iterable: ast.expr) -> bool:
+    """`zip(range(3), loader)` / `itertools.islice(loader, 4)`: a few batches (pictures of
+    the first validation batches), not a loop over the data."""
+    if not isinstance(iterable, ast.Call):
+        return False
+    name = _dotted(iterable.func)
+    if name == "zip":
+        return any(isinstance(a, ast.Call) and _dotted(a.func) == "range" and _small_constant_args(a)
+                   for a in iterable.args)
+    if name in ("islice", "itertools.islice") and len(iterable.args) == 2:
+        bound = iterable.args[1]
+        return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= _FEW_STEPS
+    return False
+
+
+def _small_constant_args(call: ast.Call) -> bool:
+    return bool(call.args) and all(
+        isinstance(a, ast.Constant) and type(a.value) is int and a.value <= _FEW_STEPS for a in call.args)
 
 
 def _is_data(iterable: Value, elem: Value) -> bool:

@@ -36,6 +36,8 @@ _NOT_TENSOR_MODULES = (
     "PIL.", "cv2.", "yaml.", "pickle.", "argparse.", "datetime.", "string.",
     "typing.", "dataclasses.", "inspect.", "subprocess.", "shutil.", "glob.",
 )
+# Functions of tensor libraries that answer a question about their arguments or the run.
+_PREDICATE_PREFIXES = ("is_", "has_", "should_", "check_", "validate_", "can_")
 _TENSOR_LIBRARIES = ("torchvision.ops.", "einops.", "torch_scatter.", "kornia.", "torchaudio.functional.")
 _WRAPPERS = frozenset(
     {"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.rich.tqdm", "tqdm.std.tqdm",
@@ -103,7 +105,10 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
         return PYTHON
     last = qualname.rsplit(".", 1)[-1]
     if qualname.startswith(_TENSOR_LIBRARIES):
-        return TENSOR if last[:1].islower() else MODULE
+        public = last.lstrip("_")
+        if public.startswith(_PREDICATE_PREFIXES):
+            return PYTHON  # `kornia.core.utils.is_compiling()`: a bool
+        return TENSOR if public[:1].islower() else MODULE if public[:1].isupper() else UNKNOWN
     if qualname.startswith("torchvision.models.") or qualname == "timm.create_model":
         return MODULE if last[:1].islower() else UNKNOWN
     if last == "from_pretrained" and ("Model" in qualname or "For" in qualname):

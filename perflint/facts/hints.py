@@ -53,7 +53,8 @@ _PYTHON_PARAMETER = re.compile(
 _DESCRIPTOR = re.compile(
     r"_(?:name|names|path|paths|dir|file|type|types|id|ids|cfg|config|configs|args|kwargs|kw"
     r"|class|cls|fn_name|str|key|keys|size|sizes|dim|dims|idx|index|version|url|spec|params"
-    r"|state|state_dict|checkpoint|ckpt|prefix|suffix|tag|mode)$"
+    r"|state|state_dict|checkpoint|ckpt|prefix|suffix|tag|mode|fn|func|function|callback|hook"
+    r"|count|counter|enabled|flag)$"
 )
 
 

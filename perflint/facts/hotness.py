@@ -25,7 +25,12 @@ COLD_METHODS = frozenset(
     training_epoch_end test_epoch_end prepare_data train_dataloader val_dataloader
     test_dataloader from_pretrained save_pretrained""".split()
 )
-_LOSS_FUNCTION = re.compile(r"(?:^|_)loss(?:es)?$|^loss_|(?:^|_)criterion$")
+_LOSS_FUNCTION = re.compile(
+    r"(?:^|_)loss(?:es)?$|^loss_|(?:^|_)criterion$"
+    # `ctc_loss_kd`, `focal_loss_v2`; not `build_loss_fn` or `loss_weights`
+    r"|_loss_(?!(?:fn|func|function|fns|scale|scaler|weight|weights|cfg|config|name|names|type|dict"
+    r"|map|registry|factory|class|cls|kwargs|args|key|keys)$)[a-z0-9]+$"
+)
 
 # Receivers of `.step()` that mean "one optimizer step" (not an LR scheduler).
 _OPTIMIZER_NAME = re.compile(r"optim|(?:^|_)opt(?:_|$)|scaler")
@@ -182,25 +187,37 @@ def is_cache_hit_return(stmts: list[ast.stmt], index: int) -> bool:
     return False
 
 
+def is_cache_miss(test: ast.expr) -> bool:
+    """`if key not in self._cache:`: the body fills a cache, once per key."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn)
+            and _cache_like(test.comparators[0]))
+
+
 def is_lazy_init(node: ast.If) -> bool:
     """`if len(state) == 0: state["step"] = ...`, `if self.buf is None: self.buf = ...`,
-    `if "exp_avg" not in state: state["exp_avg"] = ...`: the body initialises the object the
-    test looks at, so it runs once (per parameter, per key), not every step."""
+    `if "exp_avg" not in state: state["exp_avg"] = ...`, `if not self._checked: ...`: the
+    body initialises the object the test looks at, so it runs once (per parameter, per
+    key), not every step. So does a body that fills a cache on a miss."""
+    if is_cache_miss(node.test):
+        return True
     target = _lazy_init_object(node.test)
     if target is None:
         return False
-    wanted = ast.dump(target)
+    wanted = ast.unparse(target)  # text, not ast.dump: the test loads what the body stores
     for stmt in ast.walk(ast.Module(body=node.body, type_ignores=[])):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else \
             [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
             base = t.value if isinstance(t, ast.Subscript) else t
-            if ast.dump(t) == wanted or ast.dump(base) == wanted:
+            if ast.unparse(t) == wanted or ast.unparse(base) == wanted:
                 return True
     return False
 
 
 def _lazy_init_object(test: ast.expr) -> ast.expr | None:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+            and isinstance(test.operand, (ast.Attribute, ast.Subscript)):
+        return test.operand  # `if not self._checked: self._checked = True`
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     op, left, right = test.ops[0], test.left, test.comparators[0]

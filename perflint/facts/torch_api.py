@@ -506,6 +506,11 @@ FACTORIES = frozenset(
     polar frombuffer asarray zeros_like ones_like empty_like full_like rand_like randn_like
     randint_like""".split()
 )
+# The legacy typed constructors build CPU tensors (`torch.cuda.LongTensor` is another name).
+LEGACY_CONSTRUCTORS = frozenset(
+    """Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor
+    ShortTensor CharTensor ByteTensor BoolTensor""".split()
+)
 _ACCELERATORS = ("cuda", "mps", "xpu", "xla", "hpu", "npu", "privateuseone")
 
 
@@ -544,11 +549,18 @@ MODULE_STATE_CONSTRUCTORS = frozenset(
 
 
 def _common_device(values: list[Value]) -> str | None:
-    """Where an op's result lives: with its tensor arguments when they agree; on the default
-    device (the CPU) when every argument is a Python number (`torch.sqrt(1.0 - lam)`)."""
+    """Where an op's result lives: with its tensor arguments when they agree (the tensors in
+    a list argument too: `torch.cat([a, b])`); on the default device (the CPU) when every
+    argument is a Python number (`torch.sqrt(1.0 - lam)`)."""
     if values and all(v.kind is Kind.PYTHON for v in values):
         return "cpu"
-    devices = {v.device for v in values if v.kind is Kind.TENSOR}
+    tensors: list[Value] = []
+    for value in values:
+        if value.kind is Kind.SEQ:
+            tensors.extend(v for v in (value.items or (value.elem,)) if v is not None and v.kind is Kind.TENSOR)
+        elif value.kind is Kind.TENSOR:
+            tensors.append(value)
+    devices = {v.device for v in tensors}
     return devices.pop() if len(devices) == 1 else None
 
 
@@ -568,6 +580,8 @@ def torch_call_device(name: str, call: ast.Call, args: list[Value], resolve, val
     if name in FACTORIES:
         if name == "tensor" and any(a.kind is Kind.TENSOR and not a.on_cpu for a in args):
             return None
+        return "cpu"
+    if name in LEGACY_CONSTRUCTORS:  # `torch.LongTensor(ids)`: always a CPU tensor
         return "cpu"
     return _common_device(args)
 
@@ -589,10 +603,27 @@ def move_destination(name: str, call: ast.Call, resolve, value_of) -> str | None
         if any(kw.arg is None for kw in call.keywords):
             return None
         for arg in call.args:
-            if dtype_class_of(resolve(arg)) is not None:
+            if _is_dtype(arg, resolve, value_of):
                 continue
             return device_of_expr(arg, resolve, value_of)
     return None
+
+
+_DTYPE_FUNCTIONS = frozenset(
+    """torch.get_default_dtype torch.get_autocast_dtype torch.get_autocast_gpu_dtype
+    torch.get_autocast_cpu_dtype torch.result_type torch.promote_types""".split()
+)
+
+
+def _is_dtype(node: ast.expr, resolve, value_of) -> bool:
+    """`torch.float16`, `x.dtype`, `torch.get_default_dtype()`: a dtype, not a device."""
+    if dtype_class_of(resolve(node)) is not None:
+        return True
+    if isinstance(node, ast.Attribute) and node.attr == "dtype":
+        return True
+    if isinstance(node, ast.Call) and resolve(node.func) in _DTYPE_FUNCTIONS:
+        return True
+    return value_of(node).kind is Kind.DTYPE
 
 
 def is_non_blocking(call: ast.Call) -> bool | None:
@@ -619,7 +650,7 @@ def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_
         destination = move_destination(name, call, resolve, value_of)
         if destination is not None or keyword(call, "device") is not None or has_star_args(call):
             return destination
-        if any(dtype_class_of(resolve(arg)) is None for arg in call.args):
+        if not all(_is_dtype(arg, resolve, value_of) for arg in call.args):
             return None  # moved to a device we cannot tell
         return recv.device
     if name in ("type_as",):

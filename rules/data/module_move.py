@@ -105,6 +105,17 @@ class ModuleMoveInLoop(Rule):
             """,
             note="a one-time move guarded by the first step; a dtype-only conversion",
         ),
+        Valid(
+            """
+            import torch
+
+            class Explainer(torch.nn.Module):
+                def forward(self, x):
+                    gate = torch.nn.Linear(x.size(-1), 1).to(x.device)
+                    return gate(x)
+            """,
+            note="a module built and placed here: moving an existing module again is the waste",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -130,5 +141,7 @@ class ModuleMoveInLoop(Rule):
         receiver, name = method
         if ctx.value(receiver).kind is not Kind.MODULE:
             return
+        if isinstance(receiver, ast.Call):
+            return  # `nn.Linear(d, d).to(device)`: a module built here, not one moved again
         if _moves_device(node, name, ctx):
             ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
