@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from .facts.analysis import FileAnalysis
+from .facts.hotness import is_test_file
 from .facts.context import RuleContext
 from .fixes import materialize_fix
 from .noqa import Suppressions, parse_suppressions
@@ -117,7 +118,8 @@ class Linter:
                 method = getattr(rule, method_name)
                 dispatch.setdefault(node_type, []).append(method)
                 hot_only[method] = getattr(method, "hot_only", type(rule).hot_only)
-        analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions)
+        analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions,
+                                test_file=is_test_file(source.path))
         context = RuleContext(source, analysis)
         analysis.run()
         return context.findings, tuple(sorted(analysis.external_hot_calls))

@@ -272,15 +272,9 @@ SILENT = {
                     img = batch["img"].to(device).float() / 255
                     pictures.append(model(img).cpu().numpy())
     """,
-    "tests, one-time checks and cache fills": """
+    "one-time checks and cache fills": """
         import time
         import torch
-
-        def test_gradient_accumulation(model, ddp_model, dataloader):
-            for batch in dataloader:
-                model(batch).sum().backward()
-                for p, q in zip(model.parameters(), ddp_model.parameters()):
-                    assert torch.allclose(p.grad, q.grad)
 
         class HeteroLinear(torch.nn.Module):
             def _measure(self, x, key):
@@ -316,6 +310,84 @@ SILENT = {
             ids_cpu = ids.cpu()  # noqa: PFL203
             texts = ids_cpu.tolist()
     """,
+    "periodic blocks with a final step, callables named like losses, accumulators": """
+        import torch
+
+        def compute(preds, targets):
+            device = targets.device
+            lcls, lbox = torch.zeros(1, device=device), torch.zeros(1, device=device)
+            for p in preds:
+                lbox += (p - targets).abs().mean()
+                lcls += p.mean()
+            return lbox + lcls
+
+        def run(model, dataloader, device, compute_loss=None):
+            for img, targets in dataloader:
+                out, train_out = model(img.to(device))
+                if compute_loss:
+                    loss = compute_loss(train_out, targets)
+
+        def train(model, loader, opt, log_every, num_steps, val_every):
+            for i, (x, y) in enumerate(loader):
+                loss = compute(model(x.cuda()), y.cuda())
+                loss.backward()
+                opt.step()
+                if i % log_every == 0 or i == num_steps - 1:
+                    print(loss.item())
+                last_step = i == num_steps
+                if last_step or (val_every > 0 and i % val_every == 0):
+                    torch.cuda.synchronize()
+                    print(f"val_loss:{loss:.4f}")
+    """,
+    "a training routine named like a loss, and loops over models": """
+        import torch
+
+        def train_cosine_loss(teacher, student, train_loader, device):
+            teacher.to(device)
+            student.to(device)
+            opt = torch.optim.Adam(student.parameters())
+            for inputs, labels in train_loader:
+                loss = student(inputs.to(device)).sum()
+                loss.backward()
+                opt.step()
+
+        def encode_prompt(prompt_ids, tokenizers, text_encoders, device):
+            embeds = []
+            for tokenizer, text_encoder in zip(tokenizers, text_encoders):
+                mask = torch.ones(prompt_ids.shape).to(device)
+                embeds.append(text_encoder(prompt_ids, attention_mask=mask))
+            return embeds
+    """,
+    "an epoch loop that validates once per epoch": """
+        import torch
+
+        def evaluate(model, x):
+            return model(x).mean()
+
+        def main(model, loader, opt, X_val):
+            for epoch in range(10):
+                for x, y in loader:
+                    loss = model(x)
+                    loss.backward()
+                    opt.step()
+                val = evaluate(model, X_val)
+                out = model(X_val)
+                print(val.item(), out.sum().item())
+    """,
+    "dict keys are strings": """
+        import torch
+
+        class Trainer:
+            def concatenated_inputs(self, batch: dict[str, torch.LongTensor]):
+                out = {}
+                for k in batch:
+                    if k.startswith("chosen") and k.endswith("ids"):
+                        out[k] = batch[k]
+                return out
+
+            def compute_loss(self, model, inputs):
+                return model(**self.concatenated_inputs(inputs)).loss
+    """,
 }
 
 
@@ -343,3 +415,27 @@ def test_isinstance_narrows_what_a_name_holds():
             value = to_python(out.sum())
     """).lstrip()
     assert check_source(source, "snippet.py", select=["ALL"]) == []
+
+
+def test_pytest_files_are_not_training_code():
+    """In pytest's files `test_*` functions check results; `def test(model, loader)` in a
+    training script is its evaluation loop."""
+    source = textwrap.dedent("""
+        import torch
+
+        def test_gradient_accumulation(model, ddp_model, dataloader):
+            for batch in dataloader:
+                model(batch).sum().backward()
+                for p, q in zip(model.parameters(), ddp_model.parameters()):
+                    assert torch.allclose(p.grad, q.grad)
+
+        def test(model, device, test_loader):
+            correct = 0
+            for data, target in test_loader:
+                data, target = data.to(device), target.to(device)
+                correct += model(data).argmax(1).eq(target).sum().item()
+            return correct
+    """).lstrip()
+    assert check_source(source, "tests/test_sync.py", select=["ALL"]) == []
+    found = {(d.location.row, d.code) for d in check_source(source, "train.py", select=["ALL"])}
+    assert found == {(7, "PFL220"), (13, "PFL201")}

@@ -231,6 +231,85 @@ CASES = {
         """,
         {(6, "PFL206"), (12, "PFL212"), (17, "PFL206"), (21, "PFL203")},
     ),
+    "a step run through a helper makes its loop a training loop": (
+        """
+        import torch
+
+        def next_token(model, x):
+            return model(x)[:, -1].argmax(-1, keepdim=True)
+
+        def generate(model, tokens, max_new, stop_id):
+            done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
+            for _ in range(max_new):
+                nxt = next_token(model, tokens)
+                tokens = torch.cat([tokens, nxt], dim=-1)
+                done |= nxt.squeeze(-1) == stop_id
+                if done.all():
+                    break
+            return tokens
+
+        class Trainer:
+            def fit_batch(self, batch):
+                loss = self.model(batch).sum()
+                loss.backward()
+                for param in self.model.parameters():
+                    if not torch.isfinite(param.grad).all():
+                        param.grad = None
+                self.opt.step()
+
+            def fit(self, train_set):
+                for batch in train_set:
+                    self.fit_batch(batch)
+        """,
+        {(12, "PFL206"), (21, "PFL206")},
+    ),
+    "subclass overrides and mixins called from the base": (
+        """
+        import torch
+
+        class DetLoss:
+            def __call__(self, preds, batch):
+                return self.loss(preds, batch)
+
+            def loss(self, preds: torch.Tensor, batch):
+                return preds.sum()
+
+        class SegLoss(DetLoss):
+            def loss(self, preds: torch.Tensor, batch):
+                if (preds > 0).any():
+                    return preds.sum()
+                return preds.mean()
+
+        class Mixin:
+            def forward_cached(self, feats, labels):
+                return self.calculate_loss([self.model(f) for f in feats], labels)
+
+        class CachedLoss(Mixin, torch.nn.Module):
+            def forward(self, feats, labels):
+                return self.forward_cached(feats, labels)
+
+            def calculate_loss(self, reps, labels=None):
+                base_loss = torch.nn.functional.cross_entropy(torch.cat(reps), labels)
+                self.last = base_loss.detach().item()
+                return base_loss
+        """,
+        {(12, "PFL206"), (26, "PFL201")},
+    ),
+    "a batch moved with a dict comprehension": (
+        """
+        import torch
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                batch = {k: v.cuda() for k, v in batch.items()}
+                labels = batch["labels"]
+                valid = labels[labels != -100]
+                n = int(labels.max())
+                model(**batch).loss.backward()
+                optimizer.step()
+        """,
+        {(7, "PFL214"), (8, "PFL204")},
+    ),
 }
 
 

@@ -145,6 +145,12 @@ class FunctionInfo:
     hot: bool = False
     hot_reason: str = ""
     has_loop: bool = False
+    # Outside its own loops it runs the model, the backward pass or an optimizer step (or
+    # calls a function that does): a loop calling it is a training / inference loop.
+    steps: bool = False
+    # It contains a loop over data or a training loop of its own: calling it runs many
+    # steps (an epoch, an evaluation), it is not one step.
+    loops_steps: bool = False
     summary_state: int = 0  # 0 = not started, 1 = in progress, 2 = done
     report_walks: int = 0
     walked_hot: bool = False
@@ -169,7 +175,9 @@ class LoopInfo:
     direct_markers: bool = False
     nested_markers: bool = False
     root_hot: bool = False  # this loop is what makes its region hot
+    nested_data: bool = False  # a loop inside iterates a data loader: this one is an epoch loop
     counters: frozenset[str] = frozenset()  # `i` in `for i, b in enumerate(...)`, `for i in range(n)`
+    targets: frozenset[str] = frozenset()  # every name the loop binds
 
 
 SUMMARY = 1
@@ -194,8 +202,10 @@ class FileAnalysis:
         dispatch: dict[type, list[Callable[[ast.AST, RuleContext], None]]] | None = None,
         hot_only: dict[Callable, bool] | None = None,
         hot_functions: frozenset[str] = frozenset(),
+        test_file: bool = False,
     ) -> None:
         self.tree = tree
+        self.test_file = test_file  # pytest's file: its `test_*` functions are tests
         # module-level functions other files call every step (the project pass)
         self.hot_functions = hot_functions
         # qualified names called from hot code that may be functions of other project files
@@ -210,6 +220,7 @@ class FileAnalysis:
         self.context: RuleContext | None = None
         self.imports_torch = False
         self.cold_rules_enabled = any(not v for v in self.hot_only.values())
+        self._subclasses: dict[int, list[ClassInfo]] | None = None
         self._collect(tree.body, parent=None, cls=None)
         self._link_classes()
 
@@ -275,6 +286,16 @@ class FileAnalysis:
             cls.is_autograd_function = self._class_is(
                 cls, lambda b: b in ("Function", "torch.autograd.Function", "autograd.Function")
             )
+
+    def overrides(self, cls: ClassInfo, name: str) -> list[FunctionInfo]:
+        """Methods called `name` that classes derived from `cls` in this file define."""
+        if self._subclasses is None:
+            self._subclasses = {}
+            for sub in self.classes.values():
+                for base in sub.lineage():
+                    if base is not sub:
+                        self._subclasses.setdefault(id(base), []).append(sub)
+        return [sub.methods[name] for sub in self._subclasses.get(id(cls), []) if name in sub.methods]
 
     def _class_is(self, cls: ClassInfo, predicate: Callable[[str], bool]) -> bool:
         seen: set[int] = set()
@@ -377,10 +398,11 @@ class FileAnalysis:
                 return f"scheduler `{cls.name}.step` runs every (denoising) step"
             if name in ("update", "_update") and cls.is_metric:
                 return f"metric `{cls.name}.{name}` runs every batch"
-            if is_loss_function_name(name) and (cls.is_module or self.imports_torch):
+            if is_loss_function_name(name) and (cls.is_module or self.imports_torch) and not func.loops_steps:
                 return f"loss method `{cls.name}.{name}`"
             return ""
-        if func.parent is None and is_loss_function_name(name) and self.imports_torch:
+        # `train_cosine_loss(model, loader)` loops over the data: a training routine
+        if func.parent is None and is_loss_function_name(name) and self.imports_torch and not func.loops_steps:
             return f"loss function `{name}`"
         return ""
 
@@ -446,6 +468,7 @@ class FileAnalysis:
             callee.hot, callee.hot_reason = True, reason
 
 
+_SELF_ATTR = "self."
 _SCANNED = (ast.expr, ast.comprehension)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 # Fields that never hold an expression or comprehension (what iter_child_nodes would yield
@@ -594,10 +617,10 @@ def annotation_value(node: ast.expr | None) -> Value | None:
             if elems and all(e is not None and e.kind is Kind.TENSOR for e in elems):
                 return TENSORS
             return Value(Kind.SEQ)
-        if outer in ("Dict", "dict", "Mapping"):
+        if outer in ("Dict", "dict", "Mapping", "MutableMapping"):
             values = [annotation_value(n) for n in inner_nodes]
             if len(values) == 2 and values[1] is not None and values[1].kind is Kind.TENSOR:
-                return BATCH
+                return _python_dict([values[1]])  # `batch[k]` is a tensor; `for k in batch`, a key
             return PYTHON
         return None
     name = _dotted(node)
@@ -624,6 +647,7 @@ class _Walker:
         self.memo: dict[ast.AST, Value] = {}
         self.stmt: ast.stmt | None = None
         self.cls_scope: ClassInfo | None = None
+        self.self_name: str | None = None  # a method's `self` parameter
         self._outer = self._outer_envs()
 
     # ----------------------------------------------------------------- set-up
@@ -649,7 +673,9 @@ class _Walker:
         they are not a training or inference loop."""
         func: FunctionInfo | None = self.func
         while func is not None:
-            if _TEST_NAME.match(func.name) or (func.cls is not None and func.cls.name.startswith("Test")):
+            if self.file.test_file and _TEST_NAME.match(func.name):
+                return True
+            if func.cls is not None and any(b.rsplit(".", 1)[-1] == "TestCase" for b in func.cls.base_names):
                 return True
             func = func.parent
         return False
@@ -663,6 +689,7 @@ class _Walker:
             self.hot = self.mode == REPORT and func.hot
             self.body(node.body)
         if self.mode == SUMMARY:
+            self._commit_self_attrs()
             func.summary_env = self.env
         else:
             func.env = self.env
@@ -682,6 +709,7 @@ class _Walker:
                         self.env[arg.arg] = Value(Kind.OBJECT)
                     else:
                         self.env[arg.arg] = func.cls.instance()
+                        self.self_name = arg.arg
                     continue
             self.env[arg.arg] = self._parameter_value(arg, default)
         for extra in (args.vararg, args.kwarg):
@@ -751,6 +779,24 @@ class _Walker:
     def _set_attr(self, cls: ClassInfo, name: str, value: Value) -> None:
         old = cls.attrs.get(name)
         cls.attrs[name] = value if old is None else join(old, value)
+
+    # `self.<attr>` inside a method is tracked like a local variable (under the key
+    # "self.<attr>", which no identifier can clash with): a later assignment replaces an
+    # earlier one (`self.sigmas = torch.cat(...)` then `self.sigmas = self.sigmas.to("cpu")`),
+    # and what the method leaves behind, on every path, is what the class's attribute holds.
+    def _self_attr_key(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and self.self_name is not None and node.value.id == self.self_name:
+            return _SELF_ATTR + node.attr
+        return None
+
+    def _commit_self_attrs(self) -> None:
+        cls = self.func.cls
+        if cls is None or self.self_name is None:
+            return
+        for key, value in self.env.items():
+            if key.startswith(_SELF_ATTR):
+                self._set_attr(cls, key[len(_SELF_ATTR):], value)
 
     def qualname(self, node: ast.expr) -> str | None:
         """The qualified name an expression refers to (`T.nonzero` -> "torch.nonzero")."""
@@ -834,6 +880,7 @@ class _Walker:
         value = self.ev(node.value) if node.value is not None else NONE
         if self.mode == SUMMARY:
             self.func.returns = join(self.func.returns, value)
+            self._commit_self_attrs()  # this path's attributes: the merge drops its environment
         self._dispatch(node)
 
     def st_If(self, node: ast.If) -> None:
@@ -936,8 +983,9 @@ class _Walker:
         elem = element_of(iterable)
         few = _few_iterations(node.iter)
         data = _is_data(iterable, elem) and not few
+        targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None,
-                   counters=_loop_counters(node), few=few)
+                   counters=_loop_counters(node), few=few, targets=targets)
         self.body(node.orelse)
 
     def st_While(self, node: ast.While) -> None:
@@ -949,8 +997,9 @@ class _Walker:
         self.body(node.orelse)
 
     def _loop(self, node: ast.AST, data: bool, head: Callable[[], None], body: list[ast.stmt],
-              while_test: ast.expr | None, counters: frozenset[str] = frozenset(), few: bool = False) -> None:
-        info = LoopInfo(node, data, counters=counters)
+              while_test: ast.expr | None, counters: frozenset[str] = frozenset(), few: bool = False,
+              targets: frozenset[str] = frozenset()) -> None:
+        info = LoopInfo(node, data, counters=counters, targets=targets)
         before = self.env
         hot_before = self.hot
         if self.reporting:
@@ -966,8 +1015,10 @@ class _Walker:
             self.loops.pop()
             self.silent -= 1
             before = _join_env(before, self.env)
-            info.nested_markers = info.nested_markers  # pre-walk filled the markers in
-        loop_hot = (info.data or info.direct_markers) and not few and not self._in_test
+        # The pre-walk filled the markers in. A loop around a loop over the data is an epoch
+        # loop: the model calls in its own body (validation) run once per epoch.
+        steps = info.data or (info.direct_markers and not info.nested_data)
+        loop_hot = steps and not few and not self._in_test
         info.root_hot = loop_hot and not hot_before
         self.hot = hot_before or loop_hot
         self.env = dict(before)
@@ -977,13 +1028,19 @@ class _Walker:
         self.loops.pop()
         self.env = _join_env(before, self.env)
         self.hot = hot_before
+        if (info.data or (info.direct_markers and not info.nested_data)) and not few:
+            self.func.loops_steps = True  # known now in both passes: the body has been walked
         if self.loops and (info.direct_markers or info.nested_markers):
             self.loops[-1].nested_markers = True
+        if self.loops and (info.data or info.nested_data):
+            self.loops[-1].nested_data = True
 
     def _mark_step(self) -> None:
         """The code being walked runs the model / steps the optimizer: a training step."""
         if self.loops:
             self.loops[-1].direct_markers = True
+        else:
+            self.func.steps = True  # one call of this function is one step
 
     def st_Try(self, node: ast.Try) -> None:
         before = self.env
@@ -1121,7 +1178,10 @@ class _Walker:
                 hint = hint_for_name(target.attr)
                 if hint is not None and hint.kind is not Kind.TENSOR:  # `self.loss = cfg.loss` is a name
                     value = hint
-            if self.mode == SUMMARY and base.ref is not None and base.kind in (Kind.MODULE, Kind.OBJECT):
+            key = self._self_attr_key(target)
+            if key is not None:
+                self.env[key] = value
+            elif self.mode == SUMMARY and base.ref is not None and base.kind in (Kind.MODULE, Kind.OBJECT):
                 cls = self.file.classes.get(base.ref)
                 if cls is not None:
                     self._set_attr(cls, target.attr, value)
@@ -1174,6 +1234,11 @@ class _Walker:
 
     def ev_Attribute(self, node: ast.Attribute) -> Value:
         base = self.ev(node.value)
+        key = self._self_attr_key(node)
+        if key is not None:
+            local = self.env.get(key)
+            if local is not None:
+                return local
         return self.attribute(base, node.attr)
 
     def attribute(self, base: Value, attr: str) -> Value:
@@ -1432,7 +1497,8 @@ class _Walker:
         def elements() -> Value:
             self.ev(node.key)
             value = self.ev(node.value)
-            return BATCH if value.kind is Kind.TENSOR else PYTHON
+            # `{k: v.cuda() for k, v in batch.items()}`: subscripts give the values back
+            return _python_dict([value]) if value.kind in (Kind.TENSOR, Kind.BATCH) else PYTHON
 
         return self._comprehension(node, elements)
 
@@ -1491,9 +1557,17 @@ class _Walker:
                 self._register_attribute(cls, node, args)
             if cls is not None:
                 method = cls.lookup_method(name)
-                if method is not None:
-                    bound = kind is not Kind.CLASS or "classmethod" in method.decorators
-                    return self._call_local(node, method, args, kwargs, bound=bound)
+                # `self.loss(...)` in a base class runs the subclasses' `loss` too; a mixin
+                # calls what the classes mixing it in define.
+                overrides = self.file.overrides(cls, name) if kind is not Kind.CLASS else []
+                if method is not None or overrides:
+                    result: Value | None = None
+                    for target in ([method] if method is not None else []) + overrides:
+                        bound = kind is not Kind.CLASS or "classmethod" in target.decorators
+                        value = self._call_local(node, target, args, kwargs, bound=bound)
+                        result = value if result is None else join(result, value)
+                    assert result is not None
+                    return result
                 attr = cls.lookup_attr(name)
                 if attr is not None:
                     if attr.kind is Kind.SEQ:
@@ -1599,7 +1673,8 @@ class _Walker:
                 self._call_local(node, init, args, kwargs, bound=True)
             return cls.instance()
         if kind is Kind.MODULE:
-            self._mark_step()
+            if not (isinstance(node.func, ast.Name) and self.loops and node.func.id in self.loops[-1].targets):
+                self._mark_step()  # not `for encoder in encoders: encoder(x)`: a loop over models
             cls = self.file.classes.get(callee.ref) if callee.ref else None
             forward = cls.lookup_method("forward") if cls is not None else None
             if forward is None and cls is not None:
@@ -1670,6 +1745,8 @@ class _Walker:
         if not self.silent:
             reason = f"called from hot code in `{self.func.name}`"
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
+        if target.steps and not target.loops_steps:  # `self.fit_batch(batch)`, `next_token(model, x)`
+            self._mark_step()
         result = target.result
         if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
             annotated = annotation_value(target.node.returns)

@@ -32,7 +32,9 @@ _MODULE = re.compile(
     r"|id|file|state|params|dtype|device|size)(?:$|_))"
 )
 _LOSS_FN = re.compile(r"^(?:criterion|criterions|loss_fn|loss_func|loss_function|lossfn|loss_module)$"
-                      r"|_(?:criterion|loss_fn|loss_func)$|^criterion_")
+                      r"|_(?:criterion|loss_fn|loss_func)$|^criterion_"
+                      # `compute_loss=None`: a callable that computes the loss
+                      r"|^(?:compute|calc|calculate|get|make|build)_loss$")
 _OPTIMIZER = re.compile(r"^(?:optimizer|optim|opt)$|_(?:optimizer|optim)$|^optimizer_")
 _DEVICE = re.compile(r"^(?:device|dev)$|_device$")
 _BATCH = re.compile(r"^(?:batch|minibatch|mini_batch|data_batch)$|_batch$")

@@ -42,6 +42,16 @@ _FACTORY_PREFIX = re.compile(r"^_*(?:create|build|make|get|resolve|init|setup|lo
                              r"configure|select|choose|new)_")
 
 
+_TEST_FILE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test|conftest)\.py$")
+
+
+def is_test_file(path: str) -> bool:
+    """`test_sync.py`, `model_test.py`, `conftest.py`: pytest's files, whose `test_*`
+    functions check results instead of training. (`def test(model, loader)` in a training
+    script is its evaluation loop, and stays hot.)"""
+    return bool(_TEST_FILE.search(path))
+
+
 def is_loss_function_name(name: str) -> bool:
     lower = name.lower()
     return bool(_LOSS_FUNCTION.search(lower)) and not _FACTORY_PREFIX.search(lower)
@@ -100,12 +110,25 @@ def _is_mod_zero(node: ast.expr) -> bool:
     return False
 
 
+def _is_rare_condition(node: ast.expr) -> bool:
+    """A flag (`last_step`, `self.is_last_batch`) or an equality (`i == n - 1`): true on
+    a few steps, not on every one."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return True
+    return isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
+
+
 def is_throttled_test(node: ast.expr) -> bool:
     """`if step % 100 == 0:` and friends: the body runs every N steps, not every step."""
     if _is_mod_zero(node):
         return True
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
         return any(is_throttled_test(v) for v in node.values)
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        # `if step % 100 == 0 or last_step:` / `... or i == len(loader) - 1`: every N steps
+        # and once at the end
+        return any(is_throttled_test(v) for v in node.values) and \
+            all(is_throttled_test(v) or _is_rare_condition(v) for v in node.values)
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
         name = receiver_name(node.func).lower()
         return name.startswith(("should_log", "is_log", "should_eval", "should_save"))
@@ -203,15 +226,28 @@ def is_lazy_init(node: ast.If) -> bool:
     target = _lazy_init_object(node.test)
     if target is None:
         return False
-    wanted = ast.unparse(target)  # text, not ast.dump: the test loads what the body stores
+    wanted = _initialised_name(target)
+    owner = ast.unparse(target.value) if isinstance(target, ast.Attribute) else None
     for stmt in ast.walk(ast.Module(body=node.body, type_ignores=[])):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else \
             [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
             base = t.value if isinstance(t, ast.Subscript) else t
-            if ast.unparse(t) == wanted or ast.unparse(base) == wanted:
+            if _initialised_name(t) == wanted or _initialised_name(base) == wanted:
                 return True
+        # `if self.step_index is None: self._init_step_index(t)`: an initialiser does it
+        if owner is not None and isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Attribute) \
+                and "init" in stmt.func.attr.lower() and ast.unparse(stmt.func.value) == owner:
+            return True
     return False
+
+
+def _initialised_name(node: ast.expr) -> str:
+    """The text of what an assignment initialises, as a test reads it: the test loads what
+    the body stores, and a property `self.step_index` reads the field `self._step_index`."""
+    if isinstance(node, ast.Attribute):
+        return f"{ast.unparse(node.value)}.{node.attr.lstrip('_')}"
+    return ast.unparse(node)
 
 
 def _lazy_init_object(test: ast.expr) -> ast.expr | None:

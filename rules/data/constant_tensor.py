@@ -203,7 +203,7 @@ class ConstantTensorInHotPath(Rule):
                 return  # a CPU scalar (`torch.tensor(0.5)`): kernels take it by value
         if _trivial(node, factory):
             return
-        if self._is_buffer(node, ctx):
+        if self._is_buffer(node, ctx) or self._is_unpacked_buffer(node, ctx):
             return
         if factory in _DATA_FACTORIES and on_device:
             ctx.report(node, self.copy_message, call=ctx.text(node.func))
@@ -223,6 +223,23 @@ class ConstantTensorInHotPath(Rule):
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
         names = {t.id for t in targets if isinstance(t, ast.Name)}
         return bool(names) and written_after(names, statement, function)
+
+    @staticmethod
+    def _is_unpacked_buffer(node: ast.Call, ctx: RuleContext) -> bool:
+        """`lcls, lbox = torch.zeros(1, device=d), torch.zeros(1, device=d)`, each later
+        accumulated into: the tuple form of a scratch buffer."""
+        statement = ctx.statement
+        function = ctx.function_node
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and function is not None):
+            return False
+        target, value = statement.targets[0], statement.value
+        if not (isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List))
+                and len(target.elts) == len(value.elts)):
+            return False
+        for element, name in zip(value.elts, target.elts):
+            if element is node:
+                return isinstance(name, ast.Name) and written_after({name.id}, statement, function)
+        return False
 
 
 def _trivial(call: ast.Call, factory: str) -> bool:

@@ -156,6 +156,17 @@ class Nonzero(Rule):
             """,
             note="once, at construction",
         ),
+        Valid(
+            """
+            import torch
+
+            class Noise(torch.nn.Module):
+                def forward(self, x):
+                    keep = torch.rand(x.shape[0]) < 0.5
+                    return torch.nonzero(keep), torch.argwhere(keep)
+            """,
+            note="a mask made on the CPU (no `device=`) waits for no GPU",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -179,6 +190,8 @@ class Nonzero(Rule):
             return None
         name = ctx.call_name(node)
         as_tuple = _as_tuple(node)
+        if node.args and ctx.value(node.args[0]).on_cpu and name is not None:
+            return None  # `torch.nonzero(cpu_mask)` waits for nothing
         if name in _FUNCTIONS:
             return f"{name}()", node.args[0] if node.args else None, as_tuple
         if name == "torch.where":
