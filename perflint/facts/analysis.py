@@ -616,6 +616,8 @@ def annotation_value(node: ast.expr | None) -> Value | None:
             elems = [annotation_value(n) for n in inner_nodes if not (isinstance(n, ast.Constant) and n.value is Ellipsis)]
             if elems and all(e is not None and e.kind is Kind.TENSOR for e in elems):
                 return TENSORS
+            if elems and all(e is not None and e.kind is Kind.PYTHON for e in elems):
+                return seq_of(PYTHON)  # `list[float]`
             return Value(Kind.SEQ)
         if outer in ("Dict", "dict", "Mapping", "MutableMapping"):
             values = [annotation_value(n) for n in inner_nodes]

@@ -127,6 +127,21 @@ class ConstantTensorInHotPath(Rule):
             """,
             count=2,
         ),
+        Invalid(
+            """
+            import torch
+
+            def normalize_batch(batch):
+                mean = batch.new_tensor([0.485, 0.456, 0.406]).view(-1, 1, 1)
+                std = batch.new_tensor([0.229, 0.224, 0.225]).view(-1, 1, 1)
+                return (batch / 255.0 - mean) / std
+
+            for x, _ in loader:
+                loss = model(normalize_batch(x.to(device))).mean()
+            """,
+            count=2,
+            note="`new_tensor` copies the list to the receiver's device",
+        ),
     ]
     valid = [
         Valid(
@@ -190,7 +205,10 @@ class ConstantTensorInHotPath(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         name = ctx.call_name(node)
-        if not name or not name.startswith("torch.") or name.count(".") != 1 or name[6:] not in _FACTORIES:
+        if name is None:
+            self._new_tensor(node, ctx)
+            return
+        if not name.startswith("torch.") or name.count(".") != 1 or name[6:] not in _FACTORIES:
             return
         if not _constant_call(node, ctx):
             return
@@ -212,6 +230,18 @@ class ConstantTensorInHotPath(Rule):
 
     copy_message = ("`{call}()` copies the same constant to the device every step, a blocking "
                     "host-to-device copy; build it once (a buffer or a module attribute)")
+
+    def _new_tensor(self, node: ast.Call, ctx: RuleContext) -> None:
+        """`x.new_tensor([0.485, 0.456, 0.406])`: a constant copied to `x`'s device."""
+        method = ctx.method_call(node, "new_tensor")
+        if method is None or not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return
+        receiver = method[0]
+        if not ctx.maybe_tensor(receiver) or not _constant_call(node, ctx) or _trivial(node, "tensor"):
+            return
+        if self._is_buffer(node, ctx) or self._is_unpacked_buffer(node, ctx):
+            return
+        ctx.report(node, self.copy_message, call=ctx.text(node.func))
 
     @staticmethod
     def _is_buffer(node: ast.Call, ctx: RuleContext) -> bool:

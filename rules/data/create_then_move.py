@@ -8,7 +8,10 @@ from perflint.rewrite import RewriteError, code, cst, method_chain, set_keyword
 from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._moves import cast_dtype, device_move, has_star, is_false, keyword, parent_map
+from perflint.facts.torch_api import LEGACY_CONSTRUCTORS
+from perflint.facts.values import Kind
+
+from ._moves import cast_dtype, device_move, device_target, has_star, is_false, keyword, parent_map
 
 # Factories whose values every dtype represents exactly (0, 1, or uninitialized) and that
 # accept every dtype: a cast after them can be folded into `dtype=` without changing a bit.
@@ -26,6 +29,15 @@ _FACTORIES = _DETERMINISTIC | _RANGES | _RANDOM | _RANDOM_NO_DEVICE
 _BLOCKING_KEYWORDS = ("out", "pin_memory", "generator", "device_type")
 _INT_CALLS = frozenset({"builtins.len", "builtins.int"})
 _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
+
+
+def _literal_data(node: ast.expr) -> bool:
+    """Numbers and (nested) lists or tuples of them: a constant."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _literal_data(node.operand)
+    return isinstance(node, (ast.List, ast.Tuple)) and all(_literal_data(e) for e in node.elts)
 
 
 def _is_int_expr(node: ast.expr, ctx: RuleContext, depth: int = 0) -> bool:
@@ -93,12 +105,22 @@ class CreateThenMove(Rule):
     Checks for a tensor created on the CPU by a factory (`torch.zeros`, `torch.ones`,
     `torch.full`, `torch.eye`, `torch.tensor`, `torch.arange`, `torch.rand`, ...) and then
     moved with `.cuda()`, `.to(device)`, `.to(other_tensor)` or `.type_as(other_tensor)`, in
-    code that runs every step.
+    code that runs every step. It also checks for Python data (a list built this step, a
+    `list[float]` argument) turned into a tensor on the device with
+    `torch.tensor(data, device=...)` or `torch.as_tensor(data, device=...)`, and for legacy
+    constructors (`torch.Tensor([w, h]).to(device)`). Constant data is PFL106's.
 
     ## Why is this bad?
     The tensor is first built in host memory, then copied to the GPU. The copy is a blocking
     host-to-device transfer: the CPU waits for it, every step. Random factories also run
     the CPU generator. Passing `device=` builds the tensor on the GPU directly.
+
+    Host *data* is different: `torch.tensor(data, device=device)` also builds the tensor on
+    the host and copies it with a blocking transfer (PyTorch does exactly
+    `torch.tensor(data).to(device)`), so `device=` tidies the code but does not remove the
+    copy. Compute the values on the device instead (from tensors already there), build the
+    tensor once when the data does not change, or copy from pinned memory with
+    `non_blocking=True`.
 
     Only code that runs every step is checked: a factory moved once at set-up costs a few
     microseconds once, and reporting it would bury the findings that matter.
@@ -123,7 +145,8 @@ class CreateThenMove(Rule):
     The fix passes `device=` to the factory (and `dtype=` when the move also casts, as in
     `.to(device, torch.float16)`, `.to(other)`, `.type_as(other)` or `.cuda().half()`), and
     drops `non_blocking=`: nothing is copied from the host any more, so there is nothing to
-    overlap.
+    overlap. For `tensor(data)` and `as_tensor(data)` the data is still copied: the fix
+    gives the same tensor in one call, and a non-constant `data` stays reported.
 
     It is **safe** for deterministic factories: `zeros`, `ones`, `empty` (uninitialized
     either way), `eye`, `full`, the `*_like` forms of these, `tensor(data)` and
@@ -168,6 +191,20 @@ class CreateThenMove(Rule):
     fix_availability = FixAvailability.SOMETIMES
     triggers = (b".cuda(", b".to(", b".type_as(")
     invalid = [
+        Invalid(
+            """
+            import torch
+
+            class Embed(torch.nn.Module):
+                def forward(self, x, wavelengths: list[float]):
+                    waves = torch.tensor(wavelengths, device=x.device)
+                    lengths = torch.as_tensor([len(w) for w in self.words], device=x.device)
+                    scale = torch.Tensor([x.shape[2], x.shape[3]]).to(x.device)
+                    return x * waves.view(1, -1, 1, 1), lengths, scale
+            """,
+            count=3,
+            note="host data copied every step; `device=` cannot avoid that copy",
+        ),
         Invalid(
             """
             import torch
@@ -391,9 +428,13 @@ class CreateThenMove(Rule):
         description="`torch.ones(n, n).to(device)` vs `torch.ones(n, n, device=device)`",
     )
 
+    host_data_message = ("`{factory}()` copies host data to the device every step, a blocking copy "
+                         "that waits for the GPU; compute it on the device, or build it once")
+
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         move = device_move(node, ctx)
         if move is None:
+            self._host_data_to_device(node, ctx)
             return
         casts: list[ast.Call] = []
         inner = move.receiver
@@ -406,6 +447,11 @@ class CreateThenMove(Rule):
         if not qualname or not qualname.startswith("torch.") or qualname.count(".") != 1:
             return
         factory = qualname[6:]
+        if factory in LEGACY_CONSTRUCTORS and inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)):
+            # `torch.Tensor([w, h, w, h]).to(device)`: no fix (a legacy constructor reads a
+            # size from an int argument, and its dtype is the default one)
+            ctx.report(node, self.host_data_message, factory=ctx.text(inner.func))
+            return
         if factory not in _FACTORIES or keyword(inner, "out") is not None:
             return
         if not ctx.value(move.receiver).on_cpu:
@@ -413,7 +459,30 @@ class CreateThenMove(Rule):
         if factory == "as_tensor" and not self._host_data(inner, ctx):
             return
         fix = self._fix(node, move, inner, factory, casts, ctx)
-        ctx.report(node, factory=ctx.text(inner.func), fix=fix)
+        # Host data is copied whether it is built on the CPU first or with `device=`: the
+        # fix tidies the code, the copy stays (and is still reported).
+        message = self.host_data_message if factory in ("tensor", "as_tensor") else None
+        ctx.report(node, message, factory=ctx.text(inner.func), fix=fix)
+
+    def _host_data_to_device(self, node: ast.Call, ctx: RuleContext) -> None:
+        """`torch.tensor(lengths, device=x.device)`: Python data built on the host every step
+        and copied to the device (a constant is PFL106's)."""
+        qualname = ctx.call_name(node)
+        if qualname not in ("torch.tensor", "torch.as_tensor") or not node.args:
+            return
+        device = keyword(node, "device")
+        if device is None or device_target(device.value, ctx) in (None, "cpu"):
+            return
+        data = node.args[0]
+        if _literal_data(data):
+            return
+        value = ctx.value(data)
+        python_data = value.kind is Kind.PYTHON or (
+            value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.PYTHON)
+        if python_data or isinstance(data, (ast.List, ast.Tuple, ast.ListComp)) and value.kind is not Kind.TENSOR:
+            if isinstance(data, (ast.List, ast.Tuple)) and any(ctx.value(e).kind is not Kind.PYTHON for e in data.elts):
+                return  # elements that may be tensors: PFL215's
+            ctx.report(node, self.host_data_message, factory=ctx.text(node.func))
 
     @staticmethod
     def _host_data(call: ast.Call, ctx: RuleContext) -> bool:

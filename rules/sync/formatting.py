@@ -103,6 +103,18 @@ class TensorFormatting(Rule):
             """,
             count=3,
         ),
+        Invalid(
+            """
+            import torch
+
+            mloss = torch.zeros(4, device=device)
+            for i, (imgs, targets) in enumerate(loader):
+                loss, loss_items = model(imgs.to(device), targets.to(device))
+                mloss = (mloss * i + loss_items) / (i + 1)
+                pbar.set_description(("%10.4g" * 4) % (*mloss,))
+            """,
+            note="a repeated format string and a tensor unpacked into it: one read per element",
+        ),
     ]
     valid = [
         Valid(
@@ -220,7 +232,7 @@ class TensorFormatting(Rule):
             ctx.report(node, how="an f-string")
 
     def visit_BinOp(self, node: ast.BinOp, ctx: RuleContext) -> None:
-        if not isinstance(node.op, ast.Mod) or not _is_string_literal(node.left):
+        if not isinstance(node.op, ast.Mod) or not _is_format_string(node.left):
             return
         right = node.right
         if isinstance(right, ast.Tuple):
@@ -229,13 +241,15 @@ class TensorFormatting(Rule):
             values = list(right.values)
         else:
             values = [right]
-        if any(ctx.is_tensor(v) for v in values):
+        if any(_formats_tensor(v, ctx) for v in values):
             ctx.report(node, how="`%`")
 
 
 def _formats_tensor(node: ast.expr, ctx: RuleContext) -> bool:
-    if isinstance(node, ast.Starred):  # print(*tensors)
-        value = ctx.value(node.value)
+    if isinstance(node, ast.Starred):
+        if ctx.is_tensor(node.value):  # `"%g %g" % (*losses,)`: each element is read
+            return True
+        value = ctx.value(node.value)  # print(*tensors)
         elem = value.elem
         return value.kind is Kind.SEQ and elem is not None and elem.kind is Kind.TENSOR and not elem.on_cpu
     return ctx.is_tensor(node)
@@ -243,6 +257,13 @@ def _formats_tensor(node: ast.expr, ctx: RuleContext) -> bool:
 
 def _is_string_literal(node: ast.expr) -> bool:
     return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def _is_format_string(node: ast.expr) -> bool:
+    """A string literal, or one repeated or joined: `("%10.4g" * 6) % values`."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add)):
+        return _is_format_string(node.left) or (isinstance(node.op, ast.Add) and _is_format_string(node.right))
+    return _is_string_literal(node)
 
 
 def _is_text(node: ast.expr, ctx: RuleContext) -> bool:

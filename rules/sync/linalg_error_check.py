@@ -17,8 +17,10 @@ _WITH_EX = {
     "ldl_factor": ("LD", "pivots"),
 }
 # Functions that check for errors on the host and have no `_ex` variant.
-_WITHOUT_EX = frozenset("eig eigvals eigh eigvalsh svdvals matrix_rank pinv cond".split())
-_ALIASES = {"torch.inverse": "inv", "torch.pinverse": "pinv", "torch.cholesky": "cholesky_old"}
+# `svd` runs the same `_linalg_svd` kernel, and its status check, as `svdvals` (whose docs
+# say it synchronizes).
+_WITHOUT_EX = frozenset("eig eigvals eigh eigvalsh svd svdvals matrix_rank pinv cond".split())
+_ALIASES = {"torch.inverse": "inv", "torch.pinverse": "pinv", "torch.cholesky": "cholesky_old", "torch.svd": "svd"}
 _METHODS = {"inverse": "inv", "pinverse": "pinv"}
 
 
@@ -27,8 +29,8 @@ class LinalgErrorCheck(Rule):
     Checks for linear-algebra calls that check their result for errors on the host, in code
     that runs every step: `torch.linalg.inv`, `cholesky`, `solve`, `lu_factor`, `ldl_factor`,
     `torch.inverse` and `Tensor.inverse()` (which have an `_ex` variant), and
-    `torch.linalg.eig`, `eigvals`, `eigh`, `eigvalsh`, `svdvals`, `matrix_rank`, `pinv`
-    (`torch.pinverse`), `cond` (which do not).
+    `torch.linalg.eig`, `eigvals`, `eigh`, `eigvalsh`, `svd` (`torch.svd`), `svdvals`,
+    `matrix_rank`, `pinv` (`torch.pinverse`), `cond` (which do not).
 
     ## Why is this bad?
     These functions raise an error when the input is singular or not positive-definite. To
@@ -135,6 +137,18 @@ class LinalgErrorCheck(Rule):
             """,
             unsafe_fixes=True,
             note="aliases; no fix for eigh / pinv / matrix_rank",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                h = model(x)
+                U, S, Vh = torch.linalg.svd(h, full_matrices=False)
+                u, s, v = torch.svd(h)
+            """,
+            count=2,
+            note="`svd` runs the same kernel and status check as `svdvals`",
         ),
     ]
     valid = [
