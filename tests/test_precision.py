@@ -293,14 +293,13 @@ SILENT = {
                         raise ValueError("negative labels")
                 return x @ x.T
     """,
-    "RNN bias flags and a module built in place": """
+    "RNN bias flags": """
         import torch
 
         class MyLSTM(torch.nn.LSTM):
             def forward(self, x):
                 b = self.bias_ih_l0 if self.bias else None
-                gate = torch.nn.Linear(x.size(-1), 1).to(x.device)
-                return gate(x), b
+                return x, b
     """,
     "a CPU copy of a generated sequence": """
         import torch
@@ -387,6 +386,38 @@ SILENT = {
 
             def compute_loss(self, model, inputs):
                 return model(**self.concatenated_inputs(inputs)).loss
+    """,
+    "an epoch loop around train() and test() functions": """
+        import torch
+
+        def train(model, loader, opt):
+            for x, y in loader:
+                loss = model(x.cuda()).sum()
+                loss.backward()
+                opt.step()
+
+        for epoch in range(10):
+            train(model, train_loader, optimizer)
+            with torch.no_grad():
+                sample = torch.randn(64, 20).to(device)
+                sample = model.decode(sample).cpu()
+                save_image(sample)
+    """,
+    "a loss that loops over scales is still a loss, one that trains is not": """
+        import torch
+        import torch.nn as nn
+
+        def compute_loss(preds, targets, criterion):
+            total = torch.zeros((), device=targets.device)
+            for p in preds:
+                total += criterion(p, targets)
+            return total
+
+        def train_cosine_loss(teacher, student, train_loader, device):
+            teacher.to(device)
+            for inputs, labels in train_loader:
+                loss = student(inputs.to(device)).sum()
+                loss.backward()
     """,
 }
 

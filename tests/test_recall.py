@@ -310,6 +310,30 @@ CASES = {
         """,
         {(7, "PFL214"), (8, "PFL204")},
     ),
+    "device strings, compiled models and decoding methods": (
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        train_dataloader = DataLoader(training_data, batch_size=64)
+        model = torch.compile(Net().to(device))
+
+        def greedy_decode(model, memory, max_len, end_symbol):
+            ys = torch.ones(1, 1, dtype=torch.long, device=device)
+            for _ in range(max_len - 1):
+                out = model.decode(ys, memory)
+                next_word = out[:, -1].argmax(1).item()
+            return ys
+
+        for X, y in train_dataloader:
+            X, y = X.to(device), y.to(device)
+            loss = model(X).sub(y).abs().mean()
+            loss.backward()
+            total = loss.item()
+        """,
+        {(5, "PFL103"), (5, "PFL104"), (12, "PFL201"), (19, "PFL201")},
+    ),
 }
 
 

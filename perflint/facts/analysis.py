@@ -38,6 +38,7 @@ from .hotness import (
 from .torch_api import (
     MODULE_STATE_CONSTRUCTORS,
     TENSOR_METADATA_ATTRS,
+    classify_device,
     dtype_class_of,
     module_method_value,
     ndarray_method_value,
@@ -149,7 +150,8 @@ class FunctionInfo:
     # calls a function that does): a loop calling it is a training / inference loop.
     steps: bool = False
     # It contains a loop over data or a training loop of its own: calling it runs many
-    # steps (an epoch, an evaluation), it is not one step.
+    # steps (an epoch, an evaluation), it is not one step. (A loss looping over scales and
+    # calling loss modules does not count: that is not a loop over steps.)
     loops_steps: bool = False
     summary_state: int = 0  # 0 = not started, 1 = in progress, 2 = done
     report_walks: int = 0
@@ -173,6 +175,7 @@ class LoopInfo:
     node: ast.AST
     data: bool
     direct_markers: bool = False
+    train_markers: bool = False  # backward(), optimizer.step(), next(batches) in its own body
     nested_markers: bool = False
     root_hot: bool = False  # this loop is what makes its region hot
     nested_data: bool = False  # a loop inside iterates a data loader: this one is an epoch loop
@@ -468,6 +471,14 @@ class FileAnalysis:
             callee.hot, callee.hot_reason = True, reason
 
 
+# Methods of a model (defined elsewhere) that run it once: a loop calling them is a step
+# loop. (`generate` / `sample` run a whole decoding loop of their own: a loop over prompts
+# calling them is not a step loop.)
+_MODEL_COMPUTE_METHODS = frozenset(
+    """encode decode predict embed infer inference forward_features forward_head
+    extract_features denoise""".split()
+)
+_DEVICE_STRINGS = frozenset({"cpu", "cuda", "mps", "xpu", "xla", "hpu", "npu"})
 _SELF_ATTR = "self."
 _SCANNED = (ast.expr, ast.comprehension)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -1030,17 +1041,20 @@ class _Walker:
         self.loops.pop()
         self.env = _join_env(before, self.env)
         self.hot = hot_before
-        if (info.data or (info.direct_markers and not info.nested_data)) and not few:
+        if (info.data or info.train_markers) and not few:
             self.func.loops_steps = True  # known now in both passes: the body has been walked
         if self.loops and (info.direct_markers or info.nested_markers):
             self.loops[-1].nested_markers = True
         if self.loops and (info.data or info.nested_data):
             self.loops[-1].nested_data = True
 
-    def _mark_step(self) -> None:
-        """The code being walked runs the model / steps the optimizer: a training step."""
+    def _mark_step(self, trains: bool = False) -> None:
+        """The code being walked runs the model (or, `trains`, runs the backward pass, steps
+        the optimizer or takes the next batch): a training or inference step."""
         if self.loops:
             self.loops[-1].direct_markers = True
+            if trains:
+                self.loops[-1].train_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
 
@@ -1229,7 +1243,13 @@ class _Walker:
         return UNKNOWN
 
     def ev_Constant(self, node: ast.Constant) -> Value:
-        return NONE if node.value is None else PYTHON
+        if node.value is None:
+            return NONE
+        if type(node.value) is str and len(node.value) <= 12:
+            where = classify_device(node.value)  # `device = "cuda" if ... else "cpu"`
+            if where is not None and node.value.lower().rstrip(":0123456789") in _DEVICE_STRINGS:
+                return DEVICE.with_device(where)
+        return PYTHON
 
     def ev_Name(self, node: ast.Name) -> Value:
         return self.lookup(node.id)
@@ -1536,9 +1556,9 @@ class _Walker:
         if kind is Kind.REF:
             return self._qualified_call(f"{recv.ref}.{name}", node, args, kwargs)
         if name == "backward" or name == "zero_grad":
-            self._mark_step()
+            self._mark_step(trains=True)
         elif name == "step" and (kind is Kind.OPTIMIZER or is_optimizer_step_receiver(func.value)):
-            self._mark_step()
+            self._mark_step(trains=True)
         if kind is Kind.TENSOR:
             return self._tensor_method(name, node, recv)
         if kind is Kind.BATCH:
@@ -1576,8 +1596,8 @@ class _Walker:
                         return self._seq_method(func, attr, name, args)
                     return self._call(node, attr, args, kwargs)
             if kind is Kind.MODULE:
-                if name == "forward":
-                    self._mark_step()
+                if name == "forward" or name in _MODEL_COMPUTE_METHODS:
+                    self._mark_step()  # `model.decode(ys, memory)` runs the model too
                     return module_output()
                 known = module_method_value(name)
                 if known.kind is not Kind.UNKNOWN:
@@ -1700,7 +1720,7 @@ class _Walker:
                         kwargs: dict[str | None, Value]) -> Value:
         if qualname in ("builtins.next", "builtins.iter") and args and args[0].kind is Kind.LOADER:
             if qualname == "builtins.next":
-                self._mark_step()
+                self._mark_step(trains=True)  # `next(loader_iter)`: a loop over the data
         if self.hot and self.reporting and may_be_project_function(qualname):
             self.file.external_hot_calls.add(qualname)
         value = external_call_value(qualname, node, args, self.qualname)
@@ -1749,6 +1769,8 @@ class _Walker:
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
         if target.steps and not target.loops_steps:  # `self.fit_batch(batch)`, `next_token(model, x)`
             self._mark_step()
+        if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
+            self.loops[-1].nested_data = True
         result = target.result
         if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
             annotated = annotation_value(target.node.returns)

@@ -323,6 +323,8 @@ def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> V
     if name in ("dtype", "result_type", "promote_types", "get_default_dtype", "get_autocast_dtype",
                 "get_autocast_gpu_dtype", "get_autocast_cpu_dtype"):
         return DTYPE
+    if name == "compile" and args:
+        return args[0]  # `torch.compile(model)` wraps the module (or function) it is given
     if name in _TORCH_PYTHON_FUNCS or name.startswith(_PYTHON_PREFIXES):
         return PYTHON
     if name == "Size":

@@ -30,6 +30,10 @@ class ModuleMoveInLoop(Rule):
     copy is a blocking host-to-device transfer. Moving the module once, before the loop, is
     enough: it stays there.
 
+    A module *built* and moved every step (`nn.BCEWithLogitsLoss(pos_weight=w).to(device)`
+    in a loss function) is worse: its parameters and buffers are created on the CPU and
+    copied to the device every time. Build it once (in `__init__`, or before the loop).
+
     ## Example
     ```python
     for x, y in loader:
@@ -55,6 +59,8 @@ class ModuleMoveInLoop(Rule):
     code = "PFL107"
     name = "module-move-in-loop"
     message = "`{call}` moves the whole module every step; move it once, before the loop"
+    built_message = ("`{call}` builds a module on the CPU and copies its parameters and buffers to "
+                     "the device every step; build it once, before the loop")
     family = "data"
     triggers = (b".to(", b".cuda(")
     invalid = [
@@ -79,6 +85,20 @@ class ModuleMoveInLoop(Rule):
                     self.backbone.to(x.device)
                     return self.backbone(x)
             """,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+
+            def compute_loss(p, targets, pos_weight):
+                bce = nn.BCEWithLogitsLoss(pos_weight=torch.Tensor([pos_weight])).to(targets.device)
+                return bce(p, targets)
+
+            for x, y in loader:
+                loss = compute_loss(model(x), y.to(device), 2.0)
+            """,
+            note="a module built every step: its CPU buffers are copied every step",
         ),
     ]
     valid = [
@@ -105,17 +125,6 @@ class ModuleMoveInLoop(Rule):
             """,
             note="a one-time move guarded by the first step; a dtype-only conversion",
         ),
-        Valid(
-            """
-            import torch
-
-            class Explainer(torch.nn.Module):
-                def forward(self, x):
-                    gate = torch.nn.Linear(x.size(-1), 1).to(x.device)
-                    return gate(x)
-            """,
-            note="a module built and placed here: moving an existing module again is the waste",
-        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -141,7 +150,9 @@ class ModuleMoveInLoop(Rule):
         receiver, name = method
         if ctx.value(receiver).kind is not Kind.MODULE:
             return
-        if isinstance(receiver, ast.Call):
-            return  # `nn.Linear(d, d).to(device)`: a module built here, not one moved again
+        fresh = isinstance(receiver, ast.Call)  # `nn.BCEWithLogitsLoss(pos_weight=w).to(device)`
         if _moves_device(node, name, ctx):
-            ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
+            if fresh:
+                ctx.report(node, self.built_message, call=f"{ctx.text(receiver.func)}(...).{name}()")
+            else:
+                ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
