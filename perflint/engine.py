@@ -28,6 +28,9 @@ from .types import Diagnostic, Location
 # Files without any of these (or a rule's own triggers) cannot hold a finding.
 _BASE_TRIGGERS = (b"torch", b"Tensor", b"tensor", b"loader", b"cuda", b".backward(")
 _MIN_RECURSION_LIMIT = 20000
+# A file with none of these never puts anything on an accelerator itself.
+_ACCELERATOR_WORDS = re.compile(
+    rb"cuda|device|\.to\(|accelerat|\b(?:xla|mps|xpu|npu|hpu|tpu)\b|fabric|lightning|Trainer|deepspeed", re.I)
 
 
 @dataclass
@@ -118,8 +121,10 @@ class Linter:
                 method = getattr(rule, method_name)
                 dispatch.setdefault(node_type, []).append(method)
                 hot_only[method] = getattr(method, "hot_only", type(rule).hot_only)
+        raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
         analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions,
-                                test_file=is_test_file(source.path))
+                                test_file=is_test_file(source.path),
+                                host_only=_ACCELERATOR_WORDS.search(raw) is None)
         context = RuleContext(source, analysis)
         analysis.run()
         return context.findings, tuple(sorted(analysis.external_hot_calls))

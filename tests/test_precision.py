@@ -419,6 +419,32 @@ SILENT = {
                 loss = student(inputs.to(device)).sum()
                 loss.backward()
     """,
+    "a script that never leaves the CPU": """
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+        class Sequence(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = nn.Linear(51, 1)
+
+            def forward(self, input):
+                return self.linear(input)
+
+        data = np.load("traindata.npy")
+        input = torch.from_numpy(data[3:, :-1])
+        target = torch.from_numpy(data[3:, 1:])
+        seq = Sequence()
+        criterion = nn.MSELoss()
+        loader = torch.utils.data.DataLoader(dataset, batch_size=8)
+        for i in range(10):
+            loss = criterion(seq(input), target)
+            loss.backward()
+            print("loss:", loss.item())
+            for x, y in loader:
+                running = criterion(seq(x), y).item()
+    """,
 }
 
 
@@ -470,3 +496,18 @@ def test_pytest_files_are_not_training_code():
     assert check_source(source, "tests/test_sync.py", select=["ALL"]) == []
     found = {(d.location.row, d.code) for d in check_source(source, "train.py", select=["ALL"])}
     assert found == {(7, "PFL220"), (13, "PFL201")}
+
+
+def test_the_same_script_on_a_gpu_is_reported():
+    """One `.to(device)` is enough to make the script's model calls possibly on a GPU."""
+    source = textwrap.dedent("""
+        import torch
+
+        seq = Sequence().to(device)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = criterion(seq(x), y)
+            loss.backward()
+            print("loss:", loss.item())
+    """).lstrip()
+    assert [(d.location.row, d.code) for d in check_source(source, "train.py", select=["ALL"])] == [(8, "PFL201")]

@@ -206,9 +206,12 @@ class FileAnalysis:
         hot_only: dict[Callable, bool] | None = None,
         hot_functions: frozenset[str] = frozenset(),
         test_file: bool = False,
+        host_only: bool = False,
     ) -> None:
         self.tree = tree
         self.test_file = test_file  # pytest's file: its `test_*` functions are tests
+        # The file never names an accelerator or a device: what it builds stays on the CPU.
+        self.host_only = host_only
         # module-level functions other files call every step (the project pass)
         self.hot_functions = hot_functions
         # qualified names called from hot code that may be functions of other project files
@@ -1598,11 +1601,11 @@ class _Walker:
             if kind is Kind.MODULE:
                 if name == "forward" or name in _MODEL_COMPUTE_METHODS:
                     self._mark_step()  # `model.decode(ys, memory)` runs the model too
-                    return module_output()
+                    return self._model_output(module_output(), args)
                 known = module_method_value(name)
                 if known.kind is not Kind.UNKNOWN:
                     return known
-            return self._call_hinted(name)
+            return self._call_hinted(name, args)
         if kind is Kind.NDARRAY:
             return ndarray_method_value(name)
         if kind is Kind.SEQ:
@@ -1644,13 +1647,24 @@ class _Walker:
             return Value(Kind.SEQ, elem=value.elem.with_device(recv.device))  # `x.sort()`, `x.max(1)`
         return value
 
-    def _call_hinted(self, name: str) -> Value:
+    def _call_hinted(self, name: str, args: list[Value] | None = None) -> Value:
         """`trainer.model(x)`, `self.criterion(out, y)`: the attribute's name says it is a module."""
         hint = hint_for_name(name)
         if hint is not None and hint.kind is Kind.MODULE:
             self._mark_step()
-            return module_output(hint.loss)
+            return self._model_output(module_output(hint.loss), args or [])
         return UNKNOWN
+
+    def _model_output(self, result: Value, args: list[Value]) -> Value:
+        """In a file that never mentions an accelerator, a model given CPU tensors (batches of
+        a DataLoader, `torch.from_numpy(...)`) computes on the CPU: a script that trains on
+        the CPU waits for no GPU."""
+        if not self.file.host_only or result.kind not in (Kind.TENSOR, Kind.BATCH):
+            return result
+        tensors = [a for a in args if a.kind in (Kind.TENSOR, Kind.BATCH)]
+        if tensors and all(a.on_cpu for a in tensors):
+            return result.with_device("cpu")
+        return result
 
     def _register_attribute(self, cls: ClassInfo, node: ast.Call, args: list[Value]) -> None:
         """`self.register_buffer("name", t)` makes `self.name` a tensor."""
@@ -1704,8 +1718,8 @@ class _Walker:
             if forward is not None:
                 result = self._call_local(node, forward, args, kwargs, bound=True)
                 if result.kind is not Kind.UNKNOWN and result.kind is not Kind.NONE:
-                    return result
-            return module_output(callee.loss)
+                    return self._model_output(result, args)
+            return self._model_output(module_output(callee.loss), args)
         if kind is Kind.OBJECT:
             cls = self.file.classes.get(callee.ref) if callee.ref else None
             call = cls.lookup_method("__call__") if cls is not None else None
