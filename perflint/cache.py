@@ -206,6 +206,7 @@ class Cache:
                 error=entry["error"],
                 parsed=bool(entry["parsed"]),
                 hot_calls=tuple(entry["hot_calls"]),
+                reexports=tuple((name, source) for name, source in entry["reexports"]),
             )
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
@@ -224,6 +225,7 @@ class Cache:
             "parsed": result.parsed,
             "diagnostics": [d.to_json() for d in result.diagnostics],
             "hot_calls": list(result.hot_calls),
+            "reexports": [list(pair) for pair in result.reexports],
         }
         path = self._entry_path(key)
         try:
@@ -293,7 +295,7 @@ class Cache:
         if hot:
             return result, None  # the index describes the file's own (unseeded) result
         clean = key if not result.diagnostics and result.error is None and result.parsed \
-            and not result.hot_calls else ""
+            and not result.hot_calls and not result.reexports else ""
         return result, stat_key(st) + [digest, trusted, self._today, clean]
 
     # ----------------------------------------------------------------- end of run

@@ -42,6 +42,9 @@ class FileResult:
     # Qualified names this file calls from code that runs every step, outside torch and the
     # libraries perflint knows: how the project pass finds hot functions in other files.
     hot_calls: tuple[str, ...] = ()
+    # A package's `__init__.py`: the names it imports from elsewhere (name, qualified name as
+    # imported), so the project pass can follow `from pkg.utils import f` to where f is.
+    reexports: tuple[tuple[str, str], ...] = ()
 
 
 class Linter:
@@ -88,6 +91,8 @@ class Linter:
         except (ValueError, MemoryError, RecursionError, OverflowError) as exc:
             return self._error_result(path, FileError(f"cannot parse: {_describe(exc)}"))
         result = FileResult(path, parsed=True)
+        if path.endswith("__init__.py"):
+            result.reexports = _reexports(tree)
         raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
         walk = self.may_have_findings(raw)
         post = [r for r in self._post_rules if r.triggers is None or any(t in raw for t in r.triggers)]
@@ -218,6 +223,19 @@ class Linter:
                 )
             )
         return result
+
+
+def _reexports(tree: ast.Module) -> tuple[tuple[str, str], ...]:
+    """`from ._dense import to_dense_batch as tdb` -> ("tdb", "._dense.to_dense_batch")."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for alias in node.names:
+                if alias.name != "*":
+                    joined = f"{module}.{alias.name}" if module and not module.endswith(".") else module + alias.name
+                    found.append((alias.asname or alias.name, joined))
+    return tuple(found)
 
 
 def _fix_rank(diagnostic: Diagnostic) -> int:

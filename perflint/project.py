@@ -35,6 +35,7 @@ class ProjectIndex:
     def __init__(self, paths: Sequence[Path]) -> None:
         self.modules: list[tuple[str, str, bool]] = []  # (module, root, is a package __init__)
         self._by_name: dict[str, list[int]] = {}
+        self._roots: dict[int, list[str]] = {}  # the roots of a file's namespace-package names
         for index, path in enumerate(paths):
             if path.suffix not in (".py", ".pyi"):
                 self.modules.append(("", "", False))
@@ -43,6 +44,11 @@ class ProjectIndex:
             self.modules.append((name, root, path.name == "__init__.py"))
             if name:
                 self._by_name.setdefault(name, []).append(index)
+                # `utils/general.py` with no `utils/__init__.py` (a namespace package, or a
+                # script directory on sys.path) is imported as `utils.general` too
+                for longer, longer_root in _namespace_names(name, root):
+                    self._by_name.setdefault(longer, []).append(index)
+                    self._roots.setdefault(index, []).append(longer_root)
 
     def _absolute(self, caller: int, qualname: str) -> str | None:
         if not qualname.startswith("."):
@@ -59,28 +65,72 @@ class ProjectIndex:
         return ".".join(base + ([rest] if rest else []))
 
     def resolve(self, caller: int, qualname: str) -> tuple[int, str] | None:
-        """(index of the file defining it, function name) for a module-level function."""
+        """(index of the file defining it, name in that file) for a module-level function
+        (`pkg.losses.dice` -> "dice") or a method of a module-level class
+        (`pkg.metrics.ConfusionMatrix.process_batch` -> "ConfusionMatrix.process_batch")."""
         absolute = self._absolute(caller, qualname)
         if not absolute or "." not in absolute:
             return None
-        module, _, function = absolute.rpartition(".")
+        parts = absolute.split(".")
+        for split in (len(parts) - 1, len(parts) - 2):  # module.function, module.Class.method
+            if split < 1:
+                break
+            found = self._module_file(caller, ".".join(parts[:split]))
+            if found is not None:
+                return found, ".".join(parts[split:])
+        return None
+
+    def _module_file(self, caller: int, module: str) -> int | None:
         candidates = self._by_name.get(module)
         if not candidates:
             return None
         if len(candidates) > 1:  # the same module name under two roots: take the caller's
             root = self.modules[caller][1]
-            candidates = [c for c in candidates if self.modules[c][1] == root]
+            candidates = [c for c in candidates
+                          if self.modules[c][1] == root or root in self._roots.get(c, ())]
             if len(candidates) != 1:
                 return None
-        return candidates[0], function
+        return candidates[0]
 
 
-def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]]) -> dict[int, frozenset[str]]:
-    """Per file index, the functions other files call from hot code."""
+_NAMESPACE_DEPTH = 3  # directories above a file that may be on sys.path as an import root
+
+
+def _namespace_names(name: str, root: str) -> list[tuple[str, str]]:
+    """Longer dotted names for a module whose root directory has no `__init__.py`:
+    `general` in `repo/utils/` is also `utils.general` (root `repo/`)."""
+    names = []
+    directory = Path(root)
+    for _ in range(_NAMESPACE_DEPTH):
+        if directory.parent == directory or not directory.name.isidentifier():
+            break
+        name = f"{directory.name}.{name}"
+        directory = directory.parent
+        names.append((name, str(directory)))
+    return names
+
+
+def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
+                  reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> dict[int, frozenset[str]]:
+    """Per file index, the functions (and `Class.method`s) other files call from hot code.
+    A name a package's `__init__.py` imports from a submodule is followed there."""
     found: dict[int, set[str]] = {}
+    exported = [dict(names) for names in reexports]
     for caller, calls in enumerate(hot_calls):
-        for qualname in calls:
+        for call in calls:
+            qualname, paren, signature = call.partition("(")  # `pkg.ops.nms(t,-)`
             target = index.resolve(caller, qualname)
+            for _ in range(_REEXPORT_HOPS):  # `from .utils import to_dense_batch` in __init__
+                if target is None or target[0] >= len(exported):
+                    break
+                head, _, rest = target[1].partition(".")
+                source = exported[target[0]].get(head)
+                if source is None:
+                    break
+                target = index.resolve(target[0], source + ("." + rest if rest else ""))
             if target is not None and target[0] != caller:
-                found.setdefault(target[0], set()).add(target[1])
+                found.setdefault(target[0], set()).add(target[1] + paren + signature)
     return {k: frozenset(v) for k, v in found.items()}
+
+
+_REEXPORT_HOPS = 3

@@ -75,7 +75,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
         return results, hot
     index = ProjectIndex([t.path for t in targets])
     for _ in range(MAX_ROUNDS):
-        found = hot_functions(index, [r.hot_calls for r in results])
+        found = hot_functions(index, [r.hot_calls for r in results], [r.reexports for r in results])
         changed = sorted(i for i, names in found.items() if names != hot.get(i, frozenset()))
         if not changed:
             break

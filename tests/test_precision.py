@@ -445,6 +445,36 @@ SILENT = {
             for x, y in loader:
                 running = criterion(seq(x), y).item()
     """,
+    "datasets and data transforms run in the data pipeline": """
+        import torch
+
+        class VirtualNode(BaseTransform):
+            def forward(self, data):
+                t = data.edge_type
+                return int(t.max()) if t.numel() > 0 else 0
+
+        class Willow(InMemoryDataset):
+            def process(self):
+                loader = torch.utils.data.DataLoader(self.raw_images, batch_size=32)
+                feats = []
+                for batch in loader:
+                    out = self.vgg(batch.to("cuda"))
+                    feats.append(out.to("cpu"))
+                self.save(feats, self.processed_paths[0])
+    """,
+    "a sweep over written-out configurations": """
+        import torch
+
+        def run_and_get_grads(model, x):
+            model(x).mean().backward()
+            return next(model.parameters()).grad
+
+        def main(model, x):
+            for hook, wrapper in [("fp16", None), ("bf16", None), ("power_sgd", "fp16")]:
+                model = prepare(model, hook, wrapper)
+                grads = run_and_get_grads(model, x)
+                print(grads.norm().item())
+    """,
 }
 
 

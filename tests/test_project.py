@@ -145,3 +145,99 @@ def test_fix_applies_fixes_in_helpers_found_hot_across_files(tmp_path, jobs):
     report = fix_paths([tmp_path / "proj"], SettingsResolver(tmp_path), unsafe=True, jobs=jobs)
     assert [Path(d.path).name for d in report.fixed] == ["helpers.py"]
     assert "return (out.argmax(1) == y).sum()\n" in (tmp_path / "proj/helpers.py").read_text()
+
+
+# A detector the way libraries split it: a class whose instance the model holds, a helper
+# re-exported by a package's `__init__.py`, and a script directory without `__init__.py`.
+CLASSES = {
+    "repo/det/__init__.py": "",
+    "repo/det/coder.py": """
+        import torch
+
+        class BoxCoder:
+            def encode(self, boxes, anchors):
+                targets = (boxes - anchors) / anchors.clamp(min=1e-6)
+                if torch.isnan(targets).any():
+                    raise ValueError("NaN in targets")
+                return targets
+
+            def unused(self, t):
+                return t.sum().item()
+    """,
+    "repo/det/utils/__init__.py": """
+        from ._dense import to_dense_batch
+    """,
+    "repo/det/utils/_dense.py": """
+        import torch
+
+        def to_dense_batch(x, batch):
+            size = int(batch.max()) + 1
+            keep = batch >= 0
+            return x[keep], size
+    """,
+    "repo/det/model.py": """
+        import torch
+
+        from det.coder import BoxCoder
+        from det.utils import to_dense_batch
+
+        class Detector(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.coder = BoxCoder()
+
+            def forward(self, boxes, anchors, batch):
+                dense, size = to_dense_batch(boxes, batch)
+                return self.coder.encode(dense, anchors)
+    """,
+    "repo/tools/ops.py": """
+        import torch
+
+        def filter_boxes(pred, conf):
+            keep = pred[:, 4] > conf
+            pred = pred[keep]
+            return pred
+    """,
+    "repo/val.py": """
+        import torch
+
+        from tools.ops import filter_boxes
+
+        def run(model, dataloader, device):
+            for img, targets in dataloader:
+                out = model(img.to(device))
+                kept = filter_boxes(out, 0.25)
+    """,
+}
+
+
+def test_methods_reexports_namespace_directories_and_argument_kinds_cross_files(tmp_path):
+    write(tmp_path, CLASSES)
+    found = findings(check_paths([tmp_path / "repo"], SettingsResolver(tmp_path), jobs=1))
+    assert ("coder.py", 6, "PFL206") in found  # BoxCoder.encode: called from Detector.forward
+    assert not [f for f in found if f[0] == "coder.py" and f[1] == 11], "a method nobody calls per step"
+    assert ("_dense.py", 4, "PFL204") in found  # to_dense_batch, imported through utils/__init__.py
+    # `tools/` has no __init__.py; `pred` is a tensor from the caller, so the mask is known
+    assert ("ops.py", 5, "PFL214") in found
+    cache = Cache.open(tmp_path / ".cache")
+    cold = findings(check_paths([tmp_path / "repo"], SettingsResolver(tmp_path), jobs=2, cache=cache))
+    warm = findings(check_paths([tmp_path / "repo"], SettingsResolver(tmp_path), jobs=2,
+                                cache=Cache.open(tmp_path / ".cache")))
+    assert found == cold == warm
+
+
+def test_class_methods_and_signatures_resolve(tmp_path):
+    write(tmp_path, CLASSES)
+    paths = [tmp_path / "repo" / p for p in ("det/model.py", "det/coder.py", "det/utils/__init__.py",
+                                            "det/utils/_dense.py", "val.py", "tools/ops.py")]
+    index = ProjectIndex(paths)
+    assert index.resolve(0, "det.coder.BoxCoder.encode") == (1, "BoxCoder.encode")
+    assert index.resolve(4, "tools.ops.filter_boxes") == (5, "filter_boxes")
+    reexports = [(), (), (("to_dense_batch", "._dense.to_dense_batch"),), (), (), ()]
+    calls = [("det.coder.BoxCoder.encode(t,t)", "det.utils.to_dense_batch"), (), (), (),
+             ("tools.ops.filter_boxes(t,-)",), ()]
+    assert hot_functions(index, calls, reexports) == {
+        1: frozenset({"BoxCoder.encode(t,t)"}),
+        3: frozenset({"to_dense_batch"}),
+        5: frozenset({"filter_boxes(t,-)"}),
+    }

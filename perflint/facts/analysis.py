@@ -99,11 +99,14 @@ class ClassInfo:
     local_bases: list[ClassInfo] = field(default_factory=list)
     attrs: dict[str, Value] = field(default_factory=dict)
     methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    top_level: bool = False  # defined at module level: other files can import it
     is_module: bool = False
     is_loss: bool = False
     is_optimizer: bool = False
     is_scheduler: bool = False  # LR and diffusion schedulers: `step()` runs every step
     is_metric: bool = False  # torchmetrics / ignite metrics: `update()` runs every batch
+    # A Dataset or a data transform: it runs on the CPU, in DataLoader workers, not in the step
+    is_data_pipeline: bool = False
     is_autograd_function: bool = False
 
     def lineage(self) -> Iterable[ClassInfo]:
@@ -213,7 +216,12 @@ class FileAnalysis:
         # The file never names an accelerator or a device: what it builds stays on the CPU.
         self.host_only = host_only
         # module-level functions other files call every step (the project pass)
-        self.hot_functions = hot_functions
+        # "name" or "Class.method" -> the argument kinds other files pass ("f(t,-)": see
+        # `call_signature`)
+        self.hot_functions: dict[str, list[str]] = {}
+        for seed in hot_functions:
+            name, _, signature = seed.partition("(")
+            self.hot_functions.setdefault(name, []).append(signature.rstrip(")"))
         # qualified names called from hot code that may be functions of other project files
         self.external_hot_calls: set[str] = set()
         self.dispatch = dispatch or {}
@@ -252,7 +260,8 @@ class FileAnalysis:
                 continue
             if isinstance(node, ast.ClassDef):
                 bases = [_dotted(b) for b in node.bases]
-                info_c = ClassInfo(node.name, node, [b for b in bases if b])
+                info_c = ClassInfo(node.name, node, [b for b in bases if b],
+                                   top_level=owner is None and owner_cls is None)
                 self.classes.setdefault(node.name, info_c)
                 node._perflint_info = info_c  # type: ignore[attr-defined]
                 stack.extend((child, owner, info_c) for child in reversed(node.body))
@@ -289,9 +298,14 @@ class FileAnalysis:
             cls.is_optimizer = self._class_is(cls, lambda b: b.endswith("Optimizer"))
             cls.is_scheduler = cls.name.endswith("Scheduler") or self._class_is(cls, lambda b: b.endswith("Scheduler"))
             cls.is_metric = cls.name.endswith("Metric") or self._class_is(cls, lambda b: b.endswith("Metric"))
+            cls.is_data_pipeline = self._class_is(cls, _is_data_pipeline_base)
             cls.is_autograd_function = self._class_is(
                 cls, lambda b: b in ("Function", "torch.autograd.Function", "autograd.Function")
             )
+
+    def is_test(self, func: FunctionInfo) -> bool:
+        """A pytest test function (`test_*` in a test file): it checks, it does not train."""
+        return self.test_file and bool(_TEST_NAME.match(func.name))
 
     def overrides(self, cls: ClassInfo, name: str) -> list[FunctionInfo]:
         """Methods called `name` that classes derived from `cls` in this file define."""
@@ -384,6 +398,28 @@ class FileAnalysis:
             reason = self._seed_reason(func)
             if reason:
                 func.hot, func.hot_reason = True, reason
+            key = func.name if func.cls is None else f"{func.cls.name}.{func.name}"
+            if func.parent is None and key in self.hot_functions:
+                self._bind_foreign_arguments(func, self.hot_functions[key])
+
+    def _bind_foreign_arguments(self, func: FunctionInfo, signatures: list[str]) -> None:
+        """What other files pass to `func` (tensors, masks, CPU tensors) binds its parameters
+        as a call in this file would."""
+        node = func.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        params = [a.arg for a in node.args.posonlyargs + node.args.args]
+        if func.is_method and params:
+            params = params[1:]
+        for signature in signatures:
+            for index, code in enumerate(signature.split(",") if signature else []):
+                key, _, code = code.rpartition("=")
+                name = key or (params[index] if index < len(params) else None)
+                value = _SIGNATURE_VALUES.get(code)
+                if name is None or value is None:
+                    continue
+                old = func.arg_values.get(name)
+                func.arg_values[name] = value if old is None else join(old, value)
 
     def _seed_reason(self, func: FunctionInfo) -> str:
         name, cls = func.name, func.cls
@@ -392,8 +428,12 @@ class FileAnalysis:
         if cls is None and func.parent is None and name in self.hot_functions:
             return f"`{name}` is called every step from another module"
         if cls is not None:
+            if cls.top_level and f"{cls.name}.{name}" in self.hot_functions:
+                return f"`{cls.name}.{name}` is called every step from another module"
             if cls.is_autograd_function and name in ("forward", "backward"):
                 return f"autograd Function `{cls.name}.{name}`"
+            if cls.is_data_pipeline:
+                return ""  # `BaseTransform.forward(data)` runs in the data pipeline
             if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or self.imports_torch):
                 return f"`{cls.name}.{name}` runs every step"
             if name == "__call__" and cls.is_loss:
@@ -470,7 +510,7 @@ class FileAnalysis:
             target[name] = value if old is None else join(old, value)
         if mode == SUMMARY:
             return
-        if hot and not callee.hot and callee.name not in COLD_METHODS:
+        if hot and not callee.hot and callee.name not in COLD_METHODS and not self.is_test(callee):
             callee.hot, callee.hot_reason = True, reason
 
 
@@ -481,6 +521,41 @@ _MODEL_COMPUTE_METHODS = frozenset(
     """encode decode predict embed infer inference forward_features forward_head
     extract_features denoise""".split()
 )
+# What a call to another file passes, one code per argument: a tensor that may be on an
+# accelerator ("t"), a boolean one ("b"), one on the CPU ("c"), anything else ("-").
+_SIGNATURE_VALUES = {
+    "t": TENSOR,
+    "b": BOOL_TENSOR,
+    "c": Value(Kind.TENSOR, device="cpu"),
+}
+
+
+def _signature_code(value: Value) -> str:
+    if value.kind is not Kind.TENSOR:
+        return "-"
+    if value.on_cpu:
+        return "c"
+    return "b" if value.dtype == "bool" else "t"
+
+
+def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value]) -> str:
+    """`(t,-,mask=b)`: the kinds of a call's arguments, up to the first `*args`; "" when no
+    argument is known to be a tensor (most calls: the seed stays short)."""
+    codes = []
+    for arg_node, value in zip(node.args, args):
+        if isinstance(arg_node, ast.Starred):
+            break
+        codes.append(_signature_code(value))
+    codes.extend(f"{key}={_signature_code(value)}" for key, value in kwargs.items()
+                 if key is not None and value.kind is Kind.TENSOR)
+    if all(code.endswith("-") for code in codes):
+        return ""
+    return "(" + ",".join(codes) + ")"
+
+
+# `ref` of an unknown value that is an instance of a class imported from (maybe) a project
+# file: the prefix, then the class's qualified name as imported.
+_PROJECT_CLASS = "@"
 _DEVICE_STRINGS = frozenset({"cpu", "cuda", "mps", "xpu", "xla", "hpu", "npu"})
 _SELF_ATTR = "self."
 _SCANNED = (ast.expr, ast.comprehension)
@@ -544,6 +619,11 @@ def _dotted(node: ast.expr) -> str:
     if isinstance(node, ast.Subscript):  # Generic[T], nn.Module[...]
         return _dotted(node.value)
     return ""
+
+
+def _is_data_pipeline_base(base: str) -> bool:
+    last = base.rsplit(".", 1)[-1]
+    return last.endswith(("Dataset", "Transform")) or last in ("IterableDataset", "Sampler")
 
 
 def _is_rnn_base(base: str) -> bool:
@@ -686,12 +766,14 @@ class _Walker:
     @property
     def _in_test(self) -> bool:
         """A test (`def test_...`, a method of `class Test...`): its loops check results,
-        they are not a training or inference loop."""
+        they are not a training or inference loop. Nor are the loops of a dataset's or a
+        data transform's methods (`Dataset.process()` preparing files once)."""
         func: FunctionInfo | None = self.func
         while func is not None:
-            if self.file.test_file and _TEST_NAME.match(func.name):
+            if self.file.is_test(func):
                 return True
-            if func.cls is not None and any(b.rsplit(".", 1)[-1] == "TestCase" for b in func.cls.base_names):
+            if func.cls is not None and (func.cls.is_data_pipeline or any(
+                    b.rsplit(".", 1)[-1] == "TestCase" for b in func.cls.base_names)):
                 return True
             func = func.parent
         return False
@@ -1624,6 +1706,8 @@ class _Walker:
                 if name == "items":
                     return seq_of(tuple_of((PYTHON, recv.elem)))
             return UNKNOWN
+        if recv.ref is not None and recv.ref.startswith(_PROJECT_CLASS):
+            self._note_project_method(recv, name, call_signature(node, args, kwargs))
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
@@ -1726,9 +1810,17 @@ class _Walker:
             if call is not None:
                 return self._call_local(node, call, args, kwargs, bound=True)
             return UNKNOWN
+        if kind is Kind.UNKNOWN and callee.ref is not None and callee.ref.startswith(_PROJECT_CLASS):
+            self._note_project_method(callee, "__call__", call_signature(node, args, kwargs))  # `self.matcher(q)`
+            return UNKNOWN
         if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name) and is_loss_function_name(node.func.id):
             return TENSOR
         return UNKNOWN
+
+    def _note_project_method(self, instance: Value, method: str, signature: str) -> None:
+        """A method of a class from another project file, called from hot code: hot there."""
+        if self.hot and self.reporting and instance.ref is not None:
+            self.file.external_hot_calls.add(f"{instance.ref[len(_PROJECT_CLASS):]}.{method}{signature}")
 
     def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],
                         kwargs: dict[str | None, Value]) -> Value:
@@ -1736,8 +1828,13 @@ class _Walker:
             if qualname == "builtins.next":
                 self._mark_step(trains=True)  # `next(loader_iter)`: a loop over the data
         if self.hot and self.reporting and may_be_project_function(qualname):
-            self.file.external_hot_calls.add(qualname)
+            self.file.external_hot_calls.add(qualname + call_signature(node, args, kwargs))
         value = external_call_value(qualname, node, args, self.qualname)
+        if value.kind is Kind.UNKNOWN and may_be_project_function(qualname) \
+                and qualname.rsplit(".", 1)[-1][:1].isupper():
+            # `ConfusionMatrix(nc)` from the user's `utils.metrics`: remember the class, so
+            # its methods called every step are hot in their own file (the project pass)
+            return Value(Kind.UNKNOWN, ref=_PROJECT_CLASS + qualname)
         if qualname.startswith("torch."):
             if value.kind is Kind.TENSOR:
                 if qualname.startswith("torch.Tensor.") and args:
@@ -1781,8 +1878,8 @@ class _Walker:
         if not self.silent:
             reason = f"called from hot code in `{self.func.name}`"
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
-        if target.steps and not target.loops_steps:  # `self.fit_batch(batch)`, `next_token(model, x)`
-            self._mark_step()
+        if target.steps and not target.loops_steps and not self.file.is_test(target):
+            self._mark_step()  # `self.fit_batch(batch)`, `next_token(model, x)`
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
             self.loops[-1].nested_data = True
         result = target.result
@@ -1889,7 +1986,10 @@ def _loop_counters(node: ast.For | ast.AsyncFor) -> frozenset[str]:
 
 def _few_iterations(iterable: ast.expr) -> bool:
     """`zip(range(3), loader)` / `itertools.islice(loader, 4)`: a few batches (pictures of
-    the first validation batches), not a loop over the data."""
+    the first validation batches), not a loop over the data; `for cfg in [(...), (...)]`: a
+    sweep over a few written-out configurations."""
+    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+        return len(iterable.elts) <= _FEW_STEPS
     if not isinstance(iterable, ast.Call):
         return False
     name = _dotted(iterable.func)
