@@ -6,6 +6,7 @@ The registry is this explicit list: adding a rule is one module plus one line he
 from __future__ import annotations
 
 from .data.blocking_copy import BlockingHostToDeviceCopy
+from .data.constant_fill import ConstantFillInHotPath
 from .data.constant_tensor import ConstantTensorInHotPath
 from .data.create_then_move import CreateThenMove
 from .data.loader_pin_memory import DataLoaderWithoutPinMemory
@@ -54,6 +55,7 @@ RULES = [
     BlockingHostToDeviceCopy,
     ConstantTensorInHotPath,
     ModuleMoveInLoop,
+    ConstantFillInHotPath,
     ZeroGradSetToNoneFalse,
     TensorItem,
     TensorTolist,

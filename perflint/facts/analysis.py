@@ -62,6 +62,7 @@ from .values import (
     TENSOR,
     TENSORS,
     UNKNOWN,
+    UNKNOWN_MAYBE_PYTHON,
     Kind,
     Value,
     element_of,
@@ -999,6 +1000,8 @@ class _Walker:
         self.body(node.body)
         after_body = self.env
         self.env = dict(before)
+        if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):
+            self._narrow(node.test.operand)  # `if not isinstance(t, Tensor): ... else: <t is a tensor>`
         self.hot = else_hot
         self.body(node.orelse)
         after_else = self.env
@@ -1009,10 +1012,21 @@ class _Walker:
         self.env = self._merge_branches(branches, before)
 
     def _narrow(self, test: ast.expr) -> None:
-        """In `if isinstance(x, np.generic):` x is a numpy value, whatever it was before."""
+        """In `if isinstance(x, np.generic):` x is a numpy value, whatever it was before; in
+        `if not isinstance(t, torch.Tensor):` (or `not torch.is_tensor(t)`) t is not a tensor."""
         if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
             for value in test.values:
                 self._narrow(value)
+            return
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            checked = _tensor_check_subject(test.operand, self.qualname)
+            if checked is not None:
+                self.env[checked] = UNKNOWN_MAYBE_PYTHON
+            return
+        checked = _tensor_check_subject(test, self.qualname)
+        if checked is not None and isinstance(test, ast.Call) and not (
+                isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+            self.env[checked] = TENSOR  # `if torch.is_tensor(t):`
             return
         if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
                 and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
@@ -1115,7 +1129,11 @@ class _Walker:
             before = _join_env(before, self.env)
         # The pre-walk filled the markers in. A loop around a loop over the data is an epoch
         # loop: the model calls in its own body (validation) run once per epoch.
-        steps = info.data or (info.direct_markers and not info.nested_data)
+        steps = info.data or (info.direct_markers and not info.nested_data and (
+            # A loop that only runs a model (`vae.decode`) around a loop that runs one per
+            # step (the denoising loop) is a loop over chunks, not over steps; one that also
+            # steps the optimizer around a micro-batch loop is the training loop.
+            info.train_markers or not info.nested_markers))
         loop_hot = steps and not few and not self._in_test
         info.root_hot = loop_hot and not hot_before
         self.hot = hot_before or loop_hot
@@ -1914,6 +1932,21 @@ _PYTHON_TYPES = frozenset(
     numbers.Number numbers.Real numbers.Integral collections.abc.Sequence collections.abc.Mapping
     typing.Sequence typing.Mapping""".split()
 )
+
+
+def _tensor_check_subject(test: ast.expr, qualname) -> str | None:
+    """The name `isinstance(t, torch.Tensor)` / `torch.is_tensor(t)` checks, if it is one."""
+    if not (isinstance(test, ast.Call) and test.args and isinstance(test.args[0], ast.Name)):
+        return None
+    if isinstance(test.func, ast.Name) and test.func.id == "isinstance" and len(test.args) == 2:
+        kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        names = [qualname(k) or _dotted(k) for k in kinds]
+        if names and all(_isinstance_value(n) is TENSOR for n in names):
+            return test.args[0].id
+        return None
+    if qualname(test.func) == "torch.is_tensor" and len(test.args) == 1:
+        return test.args[0].id
+    return None
 
 
 def _isinstance_value(qualname: str) -> Value | None:

@@ -370,6 +370,19 @@ class CreateThenMove(Rule):
             """
             import torch
 
+            class Loss(torch.nn.Module):
+                def forward(self, chosen, rejected, timestep):
+                    empty = torch.Tensor([]).to(chosen.device)
+                    if not isinstance(timestep, torch.Tensor):
+                        timestep = torch.tensor([timestep], device=chosen.device)
+                    return torch.cat((chosen, empty)), timestep
+            """,
+            note="an empty copy returns at once; a fallback for callers passing a Python number",
+        ),
+        Valid(
+            """
+            import torch
+
             def step(opts):
                 return torch.zeros(3, **opts).cuda()
 
@@ -447,6 +460,8 @@ class CreateThenMove(Rule):
         if not qualname or not qualname.startswith("torch.") or qualname.count(".") != 1:
             return
         factory = qualname[6:]
+        if inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)) and not inner.args[0].elts:
+            return  # `torch.tensor([]).to(device)`: an empty copy returns at once
         if factory in LEGACY_CONSTRUCTORS and inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)):
             # `torch.Tensor([w, h, w, h]).to(device)`: no fix (a legacy constructor reads a
             # size from an int argument, and its dtype is the default one)
