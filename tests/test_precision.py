@@ -475,6 +475,29 @@ SILENT = {
                 grads = run_and_get_grads(model, x)
                 print(grads.norm().item())
     """,
+    "adapter merges and tokenizer outputs": """
+        import torch
+        from torch import nn
+
+        class LoraLinear(nn.Module):
+            def unmerge(self):
+                while self.merged_adapters:
+                    name = self.merged_adapters.pop()
+                    delta = self.lora_B[name] @ self.lora_A[name]
+                    self.weight.data = (self.weight.data - delta).to("cpu").to(self.weight.device)
+
+            def forward(self, x):
+                if self.disable_adapters and self.merged:
+                    self.unmerge()
+                return x @ self.weight
+
+        for prompt in loader:
+            ids = tokenizer(prompt, truncation=True, return_tensors="pt").input_ids
+            untruncated = tokenizer(prompt, padding="longest", return_tensors="pt").input_ids
+            if not torch.equal(ids, untruncated):
+                print("truncated")
+            model(ids.to("cuda"))
+    """,
 }
 
 

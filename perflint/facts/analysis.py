@@ -1705,7 +1705,7 @@ class _Walker:
                 known = module_method_value(name)
                 if known.kind is not Kind.UNKNOWN:
                     return known
-            return self._call_hinted(name, args)
+            return self._call_hinted(name, args, node)
         if kind is Kind.NDARRAY:
             return ndarray_method_value(name)
         if kind is Kind.SEQ:
@@ -1739,7 +1739,7 @@ class _Walker:
             return NDARRAY
         if name == "tolist":
             return PYTHON
-        return self._call_hinted(name)
+        return self._call_hinted(name, args, node)
 
     def _tensor_method(self, name: str, node: ast.Call, recv: Value) -> Value:
         value = tensor_method_value(name, node, recv, self.qualname)
@@ -1749,8 +1749,10 @@ class _Walker:
             return Value(Kind.SEQ, elem=value.elem.with_device(recv.device))  # `x.sort()`, `x.max(1)`
         return value
 
-    def _call_hinted(self, name: str, args: list[Value] | None = None) -> Value:
+    def _call_hinted(self, name: str, args: list[Value] | None = None, node: ast.Call | None = None) -> Value:
         """`trainer.model(x)`, `self.criterion(out, y)`: the attribute's name says it is a module."""
+        if node is not None and _tokenizer_call(node):
+            return _HOST_BATCH
         hint = hint_for_name(name)
         if hint is not None and hint.kind is Kind.MODULE:
             self._mark_step()
@@ -1795,6 +1797,8 @@ class _Walker:
 
     def _call(self, node: ast.Call, callee: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
         kind = callee.kind
+        if kind is Kind.UNKNOWN and _tokenizer_call(node):
+            return _HOST_BATCH
         if kind is Kind.REF:
             return self._qualified_call(callee.ref or "", node, args, kwargs)
         if kind is Kind.FUNC:
@@ -1932,6 +1936,19 @@ _PYTHON_TYPES = frozenset(
     numbers.Number numbers.Real numbers.Integral collections.abc.Sequence collections.abc.Mapping
     typing.Sequence typing.Mapping""".split()
 )
+
+
+_TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+|_2)?$")
+# What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
+# on the CPU from Python data.
+_HOST_BATCH = Value(Kind.BATCH, device="cpu")
+
+
+def _tokenizer_call(node: ast.Call) -> bool:
+    """`tokenizer(text, return_tensors="pt")`, `self.processor(images=x, return_tensors="pt")`."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return bool(_TOKENIZER.search(name.lower())) and any(kw.arg == "return_tensors" for kw in node.keywords)
 
 
 def _tensor_check_subject(test: ast.expr, qualname) -> str | None:

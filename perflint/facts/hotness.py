@@ -16,14 +16,17 @@ HOT_METHODS = frozenset(
     val_step evaluation_step compute_loss prediction_step shared_step _shared_step
     common_step _common_step forward_step training_step_end""".split()
 )
-# Methods that never run per step, even when called from hot code by mistake of the call graph.
+# Methods that never run per step, even when called from hot code by mistake of the call graph
+# (`if self.merged: self.unmerge()` in an adapter's forward changes state once).
 COLD_METHODS = frozenset(
     """__init__ __post_init__ setup configure_optimizers reset_parameters _init_weights
     init_weights _reset_parameters extra_repr __repr__ __str__ state_dict load_state_dict
     _load_from_state_dict on_train_start on_train_end on_fit_start on_fit_end
     on_validation_epoch_end on_train_epoch_end on_test_epoch_end validation_epoch_end
     training_epoch_end test_epoch_end prepare_data train_dataloader val_dataloader
-    test_dataloader from_pretrained save_pretrained""".split()
+    test_dataloader from_pretrained save_pretrained merge unmerge merge_and_unload unload
+    fuse unfuse fuse_lora unfuse_lora fuse_qkv_projections unfuse_qkv_projections
+    load_adapter set_adapter""".split()
 )
 _LOSS_FUNCTION = re.compile(
     r"(?:^|_)loss(?:es)?$|^loss_|(?:^|_)criterion$"
