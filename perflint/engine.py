@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from .facts.analysis import FileAnalysis
-from .facts.hotness import is_test_file
+from .facts.hotness import is_test_file, is_transforms_file
 from .facts.context import RuleContext
 from .fixes import materialize_fix
 from .noqa import Suppressions, parse_suppressions
@@ -28,9 +28,14 @@ from .types import Diagnostic, Location
 # Files without any of these (or a rule's own triggers) cannot hold a finding.
 _BASE_TRIGGERS = (b"torch", b"Tensor", b"tensor", b"loader", b"cuda", b".backward(")
 _MIN_RECURSION_LIMIT = 20000
-# A file with none of these never puts anything on an accelerator itself.
+# Code (comments removed) with none of these never puts anything on an accelerator itself:
+# no move (`.to(`, `.cuda(`), no `device=` argument, no default device, no framework that
+# places tensors for it. (A `device = torch.device("cuda")` nothing uses moves nothing.)
 _ACCELERATOR_WORDS = re.compile(
-    rb"cuda|device|\.to\(|accelerat|\b(?:xla|mps|xpu|npu|hpu|tpu)\b|fabric|lightning|Trainer|deepspeed", re.I)
+    rb"\.(?:to|cuda)\(|[(,]\s*device\s*=|set_default_(?:device|tensor_type)|cuda\.\w*Tensor"
+    rb"|with\s+torch\.device|accelerat"
+    rb"|\b(?:xla|mps|xpu|npu|hpu|tpu)\b|fabric|lightning|Trainer|deepspeed|map_location", re.I)
+_COMMENT = re.compile(rb"#[^\n]*")
 
 
 @dataclass
@@ -129,7 +134,8 @@ class Linter:
         raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
         analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions,
                                 test_file=is_test_file(source.path),
-                                host_only=_ACCELERATOR_WORDS.search(raw) is None)
+                                transforms_file=is_transforms_file(source.path),
+                                host_only=_host_only(raw))
         context = RuleContext(source, analysis)
         analysis.run()
         return context.findings, tuple(sorted(analysis.external_hot_calls))
@@ -223,6 +229,12 @@ class Linter:
                 )
             )
         return result
+
+
+def _host_only(raw: bytes) -> bool:
+    if _ACCELERATOR_WORDS.search(raw) is None:
+        return True
+    return _ACCELERATOR_WORDS.search(_COMMENT.sub(b"", raw)) is None
 
 
 def _reexports(tree: ast.Module) -> tuple[tuple[str, str], ...]:

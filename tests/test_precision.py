@@ -498,6 +498,43 @@ SILENT = {
                 print("truncated")
             model(ids.to("cuda"))
     """,
+    "dead code, capped collections and rare final steps": """
+        import torch
+
+        class PatchDrop(torch.nn.Module):
+            def _drop(self, valid: torch.Tensor) -> list:
+                return valid.nonzero().flatten().tolist()
+
+            def forward(self, patches: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+                if self.drop_prob:
+                    assert False, "WIP, not completed"
+                    self._drop(valid)
+                return patches
+
+        device = torch.device("cuda")
+        examples = []
+        for epoch in range(3):
+            for i, (x, y) in enumerate(loader):
+                out = model(x.to(device))
+                out.sum().backward()
+                if i % 500 == 0 or (epoch == 2 and i == 999):
+                    snapshot = out.cpu()
+                if len(examples) < 5:
+                    examples.append(out.cpu())
+    """,
+    "a device that nothing is moved to": """
+        import torch
+
+        device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        net = Net()  # net.to(device) would move it; this tutorial trains on the CPU
+        loader = torch.utils.data.DataLoader(trainset, batch_size=4)
+        running = 0.0
+        for inputs, labels in loader:
+            loss = criterion(net(inputs), labels)
+            loss.backward()
+            running += loss.item()
+        print(device)
+    """,
 }
 
 
@@ -564,3 +601,21 @@ def test_the_same_script_on_a_gpu_is_reported():
             print("loss:", loss.item())
     """).lstrip()
     assert [(d.location.row, d.code) for d in check_source(source, "train.py", select=["ALL"])] == [(8, "PFL201")]
+
+
+def test_transforms_are_data_pipeline_code():
+    """Classes under `transforms/` are data augmentation (DataLoader workers, CPU images), even
+    when they subclass nn.Module; a model's own `transform.py` runs on its batches."""
+    source = textwrap.dedent("""
+        import torch
+
+        class Normalize(torch.nn.Module):
+            def forward(self, tensor):
+                mean = torch.as_tensor([0.485, 0.456, 0.406], dtype=tensor.dtype, device=tensor.device)
+                if (mean == 0).any():
+                    raise ValueError("mean")
+                return tensor - mean
+    """).lstrip()
+    assert check_source(source, "torchvision/transforms/transforms.py", select=["ALL"]) == []
+    found = {d.code for d in check_source(source, "torchvision/models/detection/transform.py", select=["ALL"])}
+    assert found == {"PFL106", "PFL206"}

@@ -211,11 +211,15 @@ class FileAnalysis:
         hot_functions: frozenset[str] = frozenset(),
         test_file: bool = False,
         host_only: bool = False,
+        transforms_file: bool = False,
     ) -> None:
         self.tree = tree
         self.test_file = test_file  # pytest's file: its `test_*` functions are tests
         # The file never names an accelerator or a device: what it builds stays on the CPU.
         self.host_only = host_only
+        # `transforms/` or `transforms.py`: its classes are data transforms (run in the
+        # DataLoader's workers), even when they subclass nn.Module
+        self.transforms_file = transforms_file
         # module-level functions other files call every step (the project pass)
         # "name" or "Class.method" -> the argument kinds other files pass ("f(t,-)": see
         # `call_signature`)
@@ -299,7 +303,7 @@ class FileAnalysis:
             cls.is_optimizer = self._class_is(cls, lambda b: b.endswith("Optimizer"))
             cls.is_scheduler = cls.name.endswith("Scheduler") or self._class_is(cls, lambda b: b.endswith("Scheduler"))
             cls.is_metric = cls.name.endswith("Metric") or self._class_is(cls, lambda b: b.endswith("Metric"))
-            cls.is_data_pipeline = self._class_is(cls, _is_data_pipeline_base)
+            cls.is_data_pipeline = self.transforms_file or self._class_is(cls, _is_data_pipeline_base)
             cls.is_autograd_function = self._class_is(
                 cls, lambda b: b in ("Function", "torch.autograd.Function", "autograd.Function")
             )
@@ -921,6 +925,8 @@ class _Walker:
             self.stmt = previous
             if self.hot and is_cache_hit_return(stmts, index):
                 self.hot = False  # the rest computes a cached value: once per key, not per step
+            if self.hot and terminates([stmt]) is not None:
+                self.hot = False  # after `raise` / `assert False` / `return`: never runs
         self.hot = hot
 
     def _dispatch(self, node: ast.AST) -> None:

@@ -55,6 +55,16 @@ def is_test_file(path: str) -> bool:
     return bool(_TEST_FILE.search(path))
 
 
+_TRANSFORMS_FILE = re.compile(r"(?:^|[/\\])transforms(?:[/\\]|\.py$)")
+
+
+def is_transforms_file(path: str) -> bool:
+    """`torchvision/transforms/_presets.py`, `timm/data/transforms.py`: data augmentation,
+    applied to samples in the data pipeline (`models/detection/transform.py`, which a model
+    runs on its batches, is not one)."""
+    return bool(_TRANSFORMS_FILE.search(path))
+
+
 def is_loss_function_name(name: str) -> bool:
     lower = name.lower()
     return bool(_LOSS_FUNCTION.search(lower)) and not _FACTORY_PREFIX.search(lower)
@@ -114,10 +124,12 @@ def _is_mod_zero(node: ast.expr) -> bool:
 
 
 def _is_rare_condition(node: ast.expr) -> bool:
-    """A flag (`last_step`, `self.is_last_batch`) or an equality (`i == n - 1`): true on
-    a few steps, not on every one."""
+    """A flag (`last_step`, `self.is_last_batch`), an equality (`i == n - 1`), or a
+    conjunction with one (`epoch == 2 and i == 999`): true on a few steps, not on every one."""
     if isinstance(node, (ast.Name, ast.Attribute)):
         return True
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return any(_is_rare_condition(v) or is_throttled_test(v) for v in node.values)
     return isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
 
 
@@ -224,7 +236,7 @@ def is_lazy_init(node: ast.If) -> bool:
     `if "exp_avg" not in state: state["exp_avg"] = ...`, `if not self._checked: ...`: the
     body initialises the object the test looks at, so it runs once (per parameter, per
     key), not every step. So does a body that fills a cache on a miss."""
-    if is_cache_miss(node.test):
+    if is_cache_miss(node.test) or _fills_up(node):
         return True
     target = _lazy_init_object(node.test)
     if target is None:
@@ -243,6 +255,22 @@ def is_lazy_init(node: ast.If) -> bool:
                 and "init" in stmt.func.attr.lower() and ast.unparse(stmt.func.value) == owner:
             return True
     return False
+
+
+def _fills_up(node: ast.If) -> bool:
+    """`if len(examples) < 5: examples.append(x.cpu())`: the body grows what the test
+    bounds, so it runs a few times in all, not every step."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+        return False
+    call = test.left
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "len"
+            and len(call.args) == 1):
+        return False
+    grown = ast.unparse(call.args[0])
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in ("append", "extend", "add") and ast.unparse(n.func.value) == grown
+               for n in ast.walk(ast.Module(body=node.body, type_ignores=[])))
 
 
 def _initialised_name(node: ast.expr) -> str:
