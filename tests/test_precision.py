@@ -535,6 +535,31 @@ SILENT = {
             running += loss.item()
         print(device)
     """,
+    "progress bars of other libraries, list parameters": """
+        import torch
+
+        class Trainer:
+            def train(self):
+                for epoch in range(self.epochs):
+                    pbar = TQDM(enumerate(self.train_loader))
+                    for i, batch in pbar:
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    self.save_model()
+
+            def save_model(self):
+                for k, v in self.state.items():
+                    if isinstance(v, torch.Tensor) and not torch.isfinite(v).all():
+                        raise ValueError(k)
+
+        class SpanLoss(torch.nn.Module):
+            def forward(self, logits, offsets_list):
+                offsets = torch.tensor(offsets_list, dtype=torch.long)
+                spans = offsets.tolist()
+                return logits[:, spans[0]].mean()
+    """,
 }
 
 

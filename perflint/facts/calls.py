@@ -46,6 +46,11 @@ _WRAPPERS = frozenset(
 )
 
 
+# Progress bars of other libraries (`ultralytics.utils.TQDM`, `rich...track`): they iterate
+# what they wrap.
+_WRAPPER_NAMES = frozenset({"tqdm", "track", "progress_bar", "progressbar"})
+
+
 def builtin_call_value(name: str, call: ast.Call, args: list[Value]) -> Value:
     if name in _PYTHON_BUILTINS:
         return PYTHON
@@ -99,8 +104,8 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
         return torch_function_value(qualname, call, args, resolve)
     if qualname.startswith(("numpy.", "pandas.", "scipy.", "sklearn.", "cupy.")):
         return NDARRAY  # array libraries: nothing derived from their values is a torch tensor
-    if qualname in _WRAPPERS:
-        return args[0] if args else UNKNOWN
+    if qualname in _WRAPPERS or (qualname.rsplit(".", 1)[-1].lower() in _WRAPPER_NAMES and args):
+        return args[0] if args else UNKNOWN  # `TQDM(enumerate(loader))`: the same iteration
     if qualname.startswith(_NOT_TENSOR_MODULES):
         return PYTHON
     last = qualname.rsplit(".", 1)[-1]

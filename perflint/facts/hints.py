@@ -19,8 +19,11 @@ from .values import (
     OPTIMIZER,
     PYTHON,
     SCALAR_TENSOR,
+    Kind,
     Value,
 )
+
+SEQ = Value(Kind.SEQ)
 
 _LOADER = re.compile(r"(?:^|_)(?:data)?loaders?$|dataloader|^(?:train|val|valid|test|eval)_dl$|^dl$")
 _MODULE = re.compile(
@@ -51,6 +54,8 @@ _PYTHON_PARAMETER = re.compile(
 )
 
 
+_CONTAINER_PARAMETER = re.compile(r"_(?:list|lists|lst|tuple|tuples)$|^(?:list|tuple)_of_")
+
 # `model_name`, `net_cfg`, `loader_kwargs`: names *about* a thing, not the thing.
 _DESCRIPTOR = re.compile(
     r"_(?:name|names|path|paths|dir|file|type|types|id|ids|cfg|config|configs|args|kwargs|kw"
@@ -64,6 +69,8 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
     lower = name.lower()
     if parameter and _PYTHON_PARAMETER.search(lower):
         return PYTHON
+    if parameter and _CONTAINER_PARAMETER.search(lower):
+        return SEQ  # `offsets_list`: a Python list, even as an input of forward()
     if _DESCRIPTOR.search(lower):
         return None
     if _LOADER.search(lower):
