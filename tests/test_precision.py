@@ -537,6 +537,7 @@ SILENT = {
     """,
     "progress bars of other libraries, list parameters": """
         import torch
+        from ultralytics.utils import TQDM
 
         class Trainer:
             def train(self):
