@@ -17,16 +17,31 @@ from typing import Sequence
 MAX_ROUNDS = 4  # seeding can chain (a helper calling a helper in a third file); bounded
 
 
-def module_of(path: Path) -> tuple[str, str]:
+def module_of(path: Path, packages: dict[str, tuple[tuple[str, ...], str]] | None = None) -> tuple[str, str]:
     """(dotted module name, import root) of a Python file, from its package directories:
-    `src/pkg/sub/mod.py` with `__init__.py` in `pkg` and `sub` is `pkg.sub.mod`, root `src`."""
-    absolute = Path(os.path.abspath(path))
-    parts = [absolute.stem] if absolute.stem != "__init__" else []
-    directory = absolute.parent
-    while (directory / "__init__.py").is_file() and directory.parent != directory:
-        parts.append(directory.name)
-        directory = directory.parent
-    return ".".join(reversed(parts)), str(directory)
+    `src/pkg/sub/mod.py` with `__init__.py` in `pkg` and `sub` is `pkg.sub.mod`, root `src`.
+    `packages` caches what each directory is, for many files of the same tree."""
+    absolute = os.path.abspath(path)
+    directory, filename = os.path.split(absolute)
+    stem = filename.rsplit(".", 1)[0]
+    package, root = _package_of(directory, {} if packages is None else packages)
+    parts = package + ((stem,) if stem != "__init__" else ())
+    return ".".join(parts), root
+
+
+def _package_of(directory: str, packages: dict[str, tuple[tuple[str, ...], str]]) -> tuple[tuple[str, ...], str]:
+    """(the package names a directory is, outermost first; the import root above them)."""
+    known = packages.get(directory)
+    if known is not None:
+        return known
+    parent, name = os.path.split(directory)
+    if parent != directory and os.path.isfile(os.path.join(directory, "__init__.py")):
+        outer, root = _package_of(parent, packages)
+        known = (outer + (name,), root)
+    else:
+        known = ((), directory)
+    packages[directory] = known
+    return known
 
 
 class ProjectIndex:
@@ -36,11 +51,12 @@ class ProjectIndex:
         self.modules: list[tuple[str, str, bool]] = []  # (module, root, is a package __init__)
         self._by_name: dict[str, list[int]] = {}
         self._roots: dict[int, list[str]] = {}  # the roots of a file's namespace-package names
+        packages: dict[str, tuple[tuple[str, ...], str]] = {}
         for index, path in enumerate(paths):
             if path.suffix not in (".py", ".pyi"):
                 self.modules.append(("", "", False))
                 continue
-            name, root = module_of(path)
+            name, root = module_of(path, packages)
             self.modules.append((name, root, path.name == "__init__.py"))
             if name:
                 self._by_name.setdefault(name, []).append(index)
@@ -100,13 +116,14 @@ def _namespace_names(name: str, root: str) -> list[tuple[str, str]]:
     """Longer dotted names for a module whose root directory has no `__init__.py`:
     `general` in `repo/utils/` is also `utils.general` (root `repo/`)."""
     names = []
-    directory = Path(root)
+    directory = root
     for _ in range(_NAMESPACE_DEPTH):
-        if directory.parent == directory or not directory.name.isidentifier():
+        parent, base = os.path.split(directory)
+        if parent == directory or not base.isidentifier():
             break
-        name = f"{directory.name}.{name}"
-        directory = directory.parent
-        names.append((name, str(directory)))
+        name = f"{base}.{name}"
+        directory = parent
+        names.append((name, directory))
     return names
 
 

@@ -1839,7 +1839,10 @@ class _Walker:
                 return self._call_local(node, call, args, kwargs, bound=True)
             return UNKNOWN
         if kind is Kind.UNKNOWN and callee.ref is not None and callee.ref.startswith(_PROJECT_CLASS):
-            self._note_project_method(callee, "__call__", call_signature(node, args, kwargs))  # `self.matcher(q)`
+            # `self.matcher(quality)` runs `Matcher.__call__`; `self.block(x)` runs a module's
+            # forward, hot in its file anyway: no seed (each seed re-analyzes a file)
+            if not _is_module_base(callee.ref):
+                self._note_project_method(callee, "__call__", call_signature(node, args, kwargs))
             return UNKNOWN
         if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name) and is_loss_function_name(node.func.id):
             return TENSOR
