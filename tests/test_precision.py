@@ -561,6 +561,27 @@ SILENT = {
                 spans = offsets.tolist()
                 return logits[:, spans[0]].mean()
     """,
+    "a private helper's defaults, a capped collection behind a condition": """
+        from typing import Optional
+        import torch
+
+        class PatchErase(torch.nn.Module):
+            const_value = 0.0
+
+            def _values(self, shape, value: Optional[torch.Tensor] = None) -> torch.Tensor:
+                fill = value or self.const_value
+                return torch.full(shape, fill)
+
+            def forward(self, patches: torch.Tensor) -> torch.Tensor:
+                return patches + self._values(patches.shape)
+
+        adv_examples = []
+        for data, target in test_loader:
+            data = data.to("cuda")
+            output = model(data)
+            if epsilon == 0 and len(adv_examples) < 5:
+                adv_examples.append(output.squeeze().detach().cpu().numpy())
+    """,
 }
 
 

@@ -150,6 +150,8 @@ class FunctionInfo:
     hot: bool = False
     hot_reason: str = ""
     has_loop: bool = False
+    local_calls: int = 0  # calls in this file (summary pass)
+    opaque_calls: bool = False  # one of them passes `*args` / `**kwargs`
     # Outside its own loops it runs the model, the backward pass or an optimizer step (or
     # calls a function that does): a loop calling it is a training / inference loop.
     steps: bool = False
@@ -825,6 +827,8 @@ class _Walker:
         if self.mode == REPORT:
             name = arg.arg
             passed = self.func.arg_values.get(name) or self.func.summary_arg_values.get(name)
+            if passed is None and self._always_default(name, default):
+                return NONE if default.value is None else PYTHON  # type: ignore[union-attr]
         if annotated is not None and annotated.kind is not Kind.NONE:
             # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
             if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
@@ -848,6 +852,15 @@ class _Walker:
         elif arg.annotation is None and self._is_forward_input():
             return TENSOR
         return UNKNOWN
+
+    def _always_default(self, name: str, default: ast.expr | None) -> bool:
+        """A private helper (`_get_values`) that every caller in this file calls without
+        this argument: it holds its default (`value=None`, not the `Optional[Tensor]` its
+        annotation allows)."""
+        func = self.func
+        return (isinstance(default, ast.Constant) and func.name.startswith("_") and not func.name.startswith("__")
+                and func.local_calls > 0 and not func.opaque_calls and not func.hot_reason.endswith("another module")
+                and name not in func.summary_arg_values)
 
     def _is_forward_input(self) -> bool:
         func = self.func
@@ -1906,6 +1919,10 @@ class _Walker:
         if self.mode == SUMMARY:
             self.file.ensure_summary(target)
         binding = self._bind(target, node, args, kwargs, bound) if not self.silent else {}
+        if self.mode == SUMMARY:
+            target.local_calls += 1
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                target.opaque_calls = True  # `f(*args, **kwargs)` may pass anything
         if not self.silent:
             reason = f"called from hot code in `{self.func.name}`"
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)

@@ -260,16 +260,19 @@ def is_lazy_init(node: ast.If) -> bool:
 def _fills_up(node: ast.If) -> bool:
     """`if len(examples) < 5: examples.append(x.cpu())`: the body grows what the test
     bounds, so it runs a few times in all, not every step."""
-    test = node.test
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+    tests = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
+        else [node.test]  # `if epsilon == 0 and len(examples) < 5:`
+    bounded = []
+    for test in tests:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Lt, ast.LtE)):
+            call = test.left
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "len" \
+                    and len(call.args) == 1:
+                bounded.append(ast.unparse(call.args[0]))
+    if not bounded:
         return False
-    call = test.left
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "len"
-            and len(call.args) == 1):
-        return False
-    grown = ast.unparse(call.args[0])
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in ("append", "extend", "add") and ast.unparse(n.func.value) == grown
+               and n.func.attr in ("append", "extend", "add") and ast.unparse(n.func.value) in bounded
                for n in ast.walk(ast.Module(body=node.body, type_ignores=[])))
 
 
