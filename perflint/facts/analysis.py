@@ -151,6 +151,7 @@ class FunctionInfo:
     hot_reason: str = ""
     has_loop: bool = False
     local_calls: int = 0  # calls in this file (summary pass)
+    foreign_callers: bool = False  # other files call it every step (the project pass)
     opaque_calls: bool = False  # one of them passes `*args` / `**kwargs`
     # Outside its own loops it runs the model, the backward pass or an optimizer step (or
     # calls a function that does): a loop calling it is a training / inference loop.
@@ -407,6 +408,7 @@ class FileAnalysis:
                 func.hot, func.hot_reason = True, reason
             key = func.name if func.cls is None else f"{func.cls.name}.{func.name}"
             if func.parent is None and key in self.hot_functions:
+                func.foreign_callers = True
                 self._bind_foreign_arguments(func, self.hot_functions[key])
 
     def _bind_foreign_arguments(self, func: FunctionInfo, signatures: list[str]) -> None:
@@ -859,7 +861,7 @@ class _Walker:
         annotation allows)."""
         func = self.func
         return (isinstance(default, ast.Constant) and func.name.startswith("_") and not func.name.startswith("__")
-                and func.local_calls > 0 and not func.opaque_calls and not func.hot_reason.endswith("another module")
+                and func.local_calls > 0 and not func.opaque_calls and not func.foreign_callers
                 and name not in func.summary_arg_values)
 
     def _is_forward_input(self) -> bool:
