@@ -582,6 +582,24 @@ SILENT = {
             if epsilon == 0 and len(adv_examples) < 5:
                 adv_examples.append(output.squeeze().detach().cpu().numpy())
     """,
+    "cached builders, other classes' instances, CPU-only branches": """
+        import functools
+        import torch
+        from tensordict import NonTensorStack
+
+        @functools.lru_cache
+        def kernel_for(device):
+            return torch.as_tensor([[1, 2], [3, 4]], device=device)
+
+        class M(torch.nn.Module):
+            def forward(self, x, text, mask):
+                if isinstance(text, NonTensorStack):
+                    text = text.tolist()
+                keep = mask > 0
+                if x.device.type == "cpu":
+                    x = x[keep]
+                return x * kernel_for(x.device), len(text)
+    """,
 }
 
 

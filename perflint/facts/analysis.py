@@ -519,9 +519,13 @@ class FileAnalysis:
             target[name] = value if old is None else join(old, value)
         if mode == SUMMARY:
             return
-        if hot and not callee.hot and callee.name not in COLD_METHODS and not self.is_test(callee):
+        if hot and not callee.hot and callee.name not in COLD_METHODS and not self.is_test(callee) \
+                and not callee.decorators & _CACHING_DECORATORS:
             callee.hot, callee.hot_reason = True, reason
 
+
+# A function under one of these runs once per argument (or per instance), not every step.
+_CACHING_DECORATORS = frozenset({"lru_cache", "cache", "cached_property", "cached", "memoize"})
 
 # Methods of a model (defined elsewhere) that run it once: a loop calling them is a step
 # loop. (`generate` / `sample` run a whole decoding loop of their own: a loop over prompts
@@ -1048,6 +1052,13 @@ class _Walker:
         if checked is not None and isinstance(test, ast.Call) and not (
                 isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
             self.env[checked] = TENSOR  # `if torch.is_tensor(t):`
+            return
+        on_cpu = _cpu_check_subject(test)
+        if on_cpu is not None:  # `if x.device.type == "cpu":` x lives in host memory here
+            current = self.lookup(on_cpu)
+            if current.kind in (Kind.TENSOR, Kind.BATCH, Kind.UNKNOWN):
+                base = current if current.kind is not Kind.UNKNOWN else TENSOR
+                self.env[on_cpu] = base.with_device("cpu")
             return
         if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
                 and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
@@ -1979,6 +1990,23 @@ def _tokenizer_call(node: ast.Call) -> bool:
     return bool(_TOKENIZER.search(name.lower())) and any(kw.arg == "return_tensors" for kw in node.keywords)
 
 
+def _cpu_check_subject(test: ast.expr) -> str | None:
+    """The name `x.device.type == "cpu"` (or `not x.is_cuda`) proves to be on the CPU."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Attribute) \
+            and test.operand.attr == "is_cuda" and isinstance(test.operand.value, ast.Name):
+        return test.operand.value.id
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return None
+    sides = (test.left, test.comparators[0])
+    if not any(isinstance(s, ast.Constant) and s.value == "cpu" for s in sides):
+        return None
+    for side in sides:
+        if isinstance(side, ast.Attribute) and side.attr == "type" and isinstance(side.value, ast.Attribute) \
+                and side.value.attr == "device" and isinstance(side.value.value, ast.Name):
+            return side.value.value.id
+    return None
+
+
 def _tensor_check_subject(test: ast.expr, qualname) -> str | None:
     """The name `isinstance(t, torch.Tensor)` / `torch.is_tensor(t)` checks, if it is one."""
     if not (isinstance(test, ast.Call) and test.args and isinstance(test.args[0], ast.Name)):
@@ -2004,6 +2032,13 @@ def _isinstance_value(qualname: str) -> Value | None:
         return NDARRAY
     if qualname in _PYTHON_TYPES:
         return PYTHON
+    if qualname.startswith(("torch.nn.", "nn.")) and qualname.rsplit(".", 1)[-1][:1].isupper():
+        return MODULE  # `isinstance(m, nn.Linear)`
+    last = qualname.rsplit(".", 1)[-1]
+    if last.endswith("Tensor") and not last.startswith("NonTensor"):
+        return TENSOR  # `MetaTensor`, `DTensor`: tensor subclasses
+    if last[:1].isupper() and not last.endswith(("Tensor", "TensorDict", "TensorDictBase")) and last != "Tensor":
+        return Value(Kind.OBJECT)  # `isinstance(text, NonTensorStack)`: some other class
     return None
 
 
