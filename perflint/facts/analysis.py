@@ -2035,11 +2035,11 @@ def _isinstance_value(qualname: str) -> Value | None:
     if qualname.startswith(("torch.nn.", "nn.")) and qualname.rsplit(".", 1)[-1][:1].isupper():
         return MODULE  # `isinstance(m, nn.Linear)`
     last = qualname.rsplit(".", 1)[-1]
-    if last.endswith("Tensor") and not last.startswith("NonTensor"):
+    if last.startswith(("NonTensor", "NonTensorData")):
+        return Value(Kind.OBJECT)  # tensordict's wrappers of non-tensor data
+    if last.endswith("Tensor"):
         return TENSOR  # `MetaTensor`, `DTensor`: tensor subclasses
-    if last[:1].isupper() and not last.endswith(("Tensor", "TensorDict", "TensorDictBase")) and last != "Tensor":
-        return Value(Kind.OBJECT)  # `isinstance(text, NonTensorStack)`: some other class
-    return None
+    return None  # other classes may subclass Tensor too (PyG's `EdgeIndex`): no narrowing
 
 
 def _python_dict(values: list[Value]) -> Value:
