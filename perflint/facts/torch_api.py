@@ -605,7 +605,7 @@ def move_destination(name: str, call: ast.Call, resolve, value_of) -> str | None
         if any(kw.arg is None for kw in call.keywords):
             return None
         for arg in call.args:
-            if _is_dtype(arg, resolve, value_of):
+            if is_dtype_expr(arg, resolve, value_of):
                 continue
             return device_of_expr(arg, resolve, value_of)
     return None
@@ -617,7 +617,7 @@ _DTYPE_FUNCTIONS = frozenset(
 )
 
 
-def _is_dtype(node: ast.expr, resolve, value_of) -> bool:
+def is_dtype_expr(node: ast.expr, resolve, value_of) -> bool:
     """`torch.float16`, `x.dtype`, `torch.get_default_dtype()`: a dtype, not a device."""
     if dtype_class_of(resolve(node)) is not None:
         return True
@@ -652,7 +652,7 @@ def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_
         destination = move_destination(name, call, resolve, value_of)
         if destination is not None or keyword(call, "device") is not None or has_star_args(call):
             return destination
-        if not all(_is_dtype(arg, resolve, value_of) for arg in call.args):
+        if not all(is_dtype_expr(arg, resolve, value_of) for arg in call.args):
             return None  # moved to a device we cannot tell
         return recv.device
     if name in ("type_as",):

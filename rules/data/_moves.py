@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass
 
 from perflint.facts.context import RuleContext
-from perflint.facts.torch_api import classify_device, dtype_class_of
+from perflint.facts.torch_api import classify_device, is_dtype_expr
 from perflint.facts.values import Kind
 
 # `t.half()` and friends: the dtype each cast method gives.
@@ -71,9 +71,7 @@ def is_false(node: ast.expr | None) -> bool:
 
 
 def is_dtype(node: ast.expr, ctx: RuleContext) -> bool:
-    if dtype_class_of(ctx.qualname(node)) is not None:
-        return True
-    return ctx.value(node).kind is Kind.DTYPE
+    return is_dtype_expr(node, ctx.qualname, ctx.value)
 
 
 def device_target(node: ast.expr, ctx: RuleContext) -> str | None:
