@@ -778,7 +778,7 @@ class _Walker:
 
     @property
     def _in_test(self) -> bool:
-        """A test (`def test_...`, a method of `class Test...`): its loops check results,
+        """A test (`def test_...` in a test file, a `unittest.TestCase` method): its loops check results,
         they are not a training or inference loop. Nor are the loops of a dataset's or a
         data transform's methods (`Dataset.process()` preparing files once)."""
         func: FunctionInfo | None = self.func
@@ -1977,7 +1977,7 @@ _PYTHON_TYPES = frozenset(
 )
 
 
-_TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+|_2)?$")
+_TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+)?$")
 # What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
 # on the CPU from Python data.
 _HOST_BATCH = Value(Kind.BATCH, device="cpu")
@@ -2035,7 +2035,7 @@ def _isinstance_value(qualname: str) -> Value | None:
     if qualname.startswith(("torch.nn.", "nn.")) and qualname.rsplit(".", 1)[-1][:1].isupper():
         return MODULE  # `isinstance(m, nn.Linear)`
     last = qualname.rsplit(".", 1)[-1]
-    if last.startswith(("NonTensor", "NonTensorData")):
+    if last.startswith("NonTensor"):
         return Value(Kind.OBJECT)  # tensordict's wrappers of non-tensor data
     if last.endswith("Tensor"):
         return TENSOR  # `MetaTensor`, `DTensor`: tensor subclasses
