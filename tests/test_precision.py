@@ -600,6 +600,28 @@ SILENT = {
                     x = x[keep]
                 return x * kernel_for(x.device), len(text)
     """,
+    "a loader attribute set to None in __init__ and assigned elsewhere": """
+        import torch
+
+        class Trainer:
+            def __init__(self):
+                self.train_loader = None
+
+            def train(self):
+                for epoch in range(self.epochs):
+                    pbar = enumerate(self.train_loader)
+                    for i, batch in pbar:
+                        loss = self.model(batch)
+                        loss.backward()
+                        self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    self.save_model()
+
+            def save_model(self):
+                for k, v in self.ema.state_dict().items():
+                    if not torch.isfinite(v).all():
+                        raise ValueError(k)
+    """,
 }
 
 

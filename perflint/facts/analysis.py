@@ -1412,6 +1412,10 @@ class _Walker:
             cls = self.file.classes.get(base.ref) if base.ref else None
             if cls is not None:
                 found = cls.lookup_attr(attr)
+                if found is not None and found.kind is Kind.NONE:
+                    # only ever `None` here (`self.train_loader = None` in `__init__`): what
+                    # it holds when used is set elsewhere, and its name is the best guess
+                    return _attribute_hint(attr)
                 if found is not None:
                     return found
                 method = cls.lookup_method(attr)
