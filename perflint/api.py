@@ -13,24 +13,21 @@ from typing import Iterable, Sequence
 
 from .cache import Cache
 from .config import Overrides, Settings, SettingsResolver
-from .engine import FileResult, Linter
+from .engine import FileResult, linter_for
+from .fileio import ChangedOnDisk, write_atomic
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
 from .notebook import fix_notebook, is_notebook, lint_notebook
-from .runner import display_path, lint_project, lint_targets, run_targets
-from .rule import FileError, Rule
+from .project import project_roots
+from .runner import display_path, lint_project, run_targets
+from .rule import FileError
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
 
-_linters: dict[tuple[str, ...], Linter] = {}
-
-
-def linter_for(rules: Sequence[type[Rule]]) -> Linter:
-    key = tuple(r.code for r in rules)
-    linter = _linters.get(key)
-    if linter is None:
-        linter = _linters[key] = Linter(rules)
-    return linter
+__all__ = [
+    "CheckReport", "FileFix", "FixReport", "check_paths", "check_source", "fix_paths", "fix_source",
+    "hot_seeds_for", "iter_targets", "linter_for", "project_targets", "ProjectRun", "run_project",
+]
 
 
 # --------------------------------------------------------------------------- checking
@@ -109,6 +106,62 @@ def iter_targets(paths: Iterable[Path], resolver: SettingsResolver,
     return targets, missing
 
 
+def project_targets(targets: Sequence[Target], paths: Sequence[Path], resolver: SettingsResolver,
+                    project_root: Path | None = None) -> list[Target]:
+    """The named targets first, then every other Python file of their projects (excludes
+    and `.gitignore` respected): what the analysis reads for summaries."""
+    roots = project_roots(paths, project_root)
+    if not roots:
+        return list(targets)
+    known = {os.path.abspath(t.path) for t in targets}
+    extra: list[Target] = []
+    for item in discover(list(roots), resolver, force_exclude=True):
+        if isinstance(item, Target):
+            key = os.path.abspath(item.path)
+            if key not in known:
+                known.add(key)
+                extra.append(item)
+    return list(targets) + extra
+
+
+@dataclass
+class ProjectRun:
+    """The named targets' results (and hot seeds), after analyzing their whole project."""
+
+    targets: list[Target]
+    missing: list[MissingPath]
+    results: list[FileResult]
+    hot: list[frozenset[str]]  # per named target: its functions other files call every step
+
+
+def run_project(paths: Sequence[Path], resolver: SettingsResolver, *, force_exclude: bool | None = None,
+                jobs: int | None = None, cache: Cache | None = None, project: bool = True,
+                project_root: Path | None = None) -> ProjectRun:
+    """Analyze the named files with the rest of their project (`project=False`: the named
+    files alone) and return the named files' results."""
+    cwd = Path.cwd()
+    targets, missing = iter_targets(paths, resolver, force_exclude)
+    everything = project_targets(targets, paths, resolver, project_root) if project else targets
+    lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
+    results, hot = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
+    named = len(targets)
+    return ProjectRun(targets, missing, results[:named], [hot.get(i, frozenset()) for i in range(named)])
+
+
+def hot_seeds_for(path: Path, resolver: SettingsResolver, *, jobs: int | None = None, cache: Cache | None = None,
+                  project_root: Path | None = None) -> frozenset[str]:
+    """The functions of `path` that other files of its project call every step: for text
+    that is not on disk yet (stdin with `--stdin-filename`), analyzed as if it were `path`."""
+    target = Target(path, resolver.for_path(path), explicit=True)
+    everything = project_targets([target], [path], resolver, project_root)
+    if len(everything) == 1:
+        return frozenset()
+    cwd = Path.cwd()
+    lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
+    _results, hot = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
+    return hot.get(0, frozenset())
+
+
 def check_paths(
     paths: Sequence[Path],
     resolver: SettingsResolver | None = None,
@@ -116,15 +169,17 @@ def check_paths(
     force_exclude: bool | None = None,
     jobs: int | None = None,
     cache: Cache | None = None,
+    project: bool = True,
+    project_root: Path | None = None,
 ) -> CheckReport:
     """Lint every file below `paths`: unchanged files from `cache`, the others in `jobs`
-    processes (None: one per CPU; 1: in this process)."""
-    cwd = Path.cwd()
-    resolver = resolver or SettingsResolver(cwd)
-    targets, missing = iter_targets(paths, resolver, force_exclude)
-    report = CheckReport(missing=missing)
-    lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
-    for result in lint_targets(targets, cwd, lint, jobs=jobs, cache=cache):
+    processes (None: one per CPU; 1: in this process). The other files of their project are
+    read too (what they call every step decides what is hot here) but not reported."""
+    resolver = resolver or SettingsResolver(Path.cwd())
+    run = run_project(paths, resolver, force_exclude=force_exclude, jobs=jobs, cache=cache,
+                      project=project, project_root=project_root)
+    report = CheckReport(missing=run.missing)
+    for result in run.results:
         report.add(result)
     report.diagnostics.sort(key=Diagnostic.sort_key)
     return report
@@ -138,14 +193,16 @@ def fix_source(
     unsafe: bool = False,
     settings: Settings | None = None,
     select: Sequence[str] | None = None,
+    hot_functions: frozenset[str] = frozenset(),
 ) -> FixOutcome:
+    """Fix Python source text; `hot_functions` are its functions other files call every step."""
     if settings is None:
         settings = Overrides(select=tuple(select) if select is not None else None).apply(Settings(root=Path.cwd()))
     linter = linter_for(settings.rules_for(Path(path)))
     source = SourceFile(path=path, text=text)
 
     def lint(src: SourceFile) -> list[Diagnostic]:
-        return linter.lint_source(src).diagnostics
+        return linter.lint_source(src, hot_functions).diagnostics
 
     return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new))
 
@@ -198,30 +255,30 @@ def fix_paths(
     force_exclude: bool | None = None,
     jobs: int | None = None,
     cache: Cache | None = None,
+    project: bool = True,
+    project_root: Path | None = None,
 ) -> FixReport:
     """Fix every target; write changed files (atomically) unless `write` is False.
 
-    Everything is checked first (the cache serves unchanged files; the project pass finds
-    the functions other files call every step); only files with an applicable fix are then
-    fixed, in `jobs` processes, each file's write atomic."""
-    from .fileio import ChangedOnDisk, write_atomic
-
+    Everything is checked first, with the rest of the project (the cache serves unchanged
+    files; the project pass finds the functions other files call every step); only named
+    files with an applicable fix are then fixed, in `jobs` processes, each write atomic."""
     cwd = Path.cwd()
-    targets, missing = iter_targets(paths, resolver, force_exclude)
-    report = FixReport(missing=missing)
+    run = run_project(paths, resolver, force_exclude=force_exclude, jobs=jobs, cache=cache,
+                      project=project, project_root=project_root)
+    targets = run.targets
+    report = FixReport(missing=run.missing)
 
     def allow_unsafe_for(target: Target) -> bool:
         return target.settings.unsafe_fixes if unsafe is None else unsafe
 
-    lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
-    checked, hot = lint_project(targets, cwd, lint, jobs=jobs, cache=cache)
     to_fix: list[int] = []
-    for index, (target, result) in enumerate(zip(targets, checked)):
+    for index, (target, result) in enumerate(zip(targets, run.results)):
         if result.error is None and any(applicable(d, allow_unsafe_for(target)) for d in result.diagnostics):
             to_fix.append(index)
         else:
             report.add(result)
-    seeds = {id(targets[i]): hot.get(i, frozenset()) for i in to_fix}
+    seeds = {id(targets[i]): run.hot[i] for i in to_fix}
 
     def fix_target(target: Target, display: str) -> tuple[FileResult | FileFix, None]:
         allow_unsafe = allow_unsafe_for(target)
@@ -264,8 +321,6 @@ def fix_paths(
 
 def _fix_notebook_target(target: Target, display: str, raw: bytes, unsafe: bool,
                          write: bool) -> FileResult | FileFix:
-    from .fileio import ChangedOnDisk, write_atomic
-
     linter = linter_for(target.settings.rules_for(target.path))
     result = fix_notebook(linter, display, raw, unsafe)
     if isinstance(result, FileResult):  # cannot be analyzed: nothing to fix

@@ -16,7 +16,7 @@ from typing import Sequence
 import click
 
 from . import __version__
-from .api import CheckReport, FixReport, check_paths, fix_paths, fix_source, linter_for
+from .api import CheckReport, FileFix, FixReport, check_paths, fix_paths, fix_source, hot_seeds_for, linter_for
 from .cache import Cache, cache_directory, open_cache
 from .cache import clean as clean_caches
 from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
@@ -69,6 +69,9 @@ def _lint_options(func):
         click.option("--extend-exclude", multiple=True, help="Exclude these paths too."),
         click.option("--force-exclude/--no-force-exclude", default=None, help="Apply excludes to paths given by name (what pre-commit needs)."),
         click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Skip files ignored by .gitignore (default: on)."),
+        click.option("--project-root", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+                     help="The project whose files are read to decide what runs every step (default: the nearest "
+                          "directory above the paths with a pyproject.toml or .git). Only PATHS are reported."),
         click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
         click.option("--statistics", is_flag=True, help="Print how many findings each rule has instead of the findings."),
         click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` comments to every line with a finding (a baseline)."),
@@ -159,9 +162,11 @@ def _run_inner(kw: dict, fix: bool) -> int:
     cache = _open_cache(resolver, kw, create=not (fix or diff_only))  # fixing only reads it
     if fix or diff_only:
         report: CheckReport = fix_paths(paths, resolver, unsafe=kw["unsafe_fixes"], write=not diff_only,
-                                        force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache)
+                                        force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache,
+                                        project_root=kw["project_root"])
     else:
-        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache)
+        report = check_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache,
+                             project_root=kw["project_root"])
     for missing in report.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     if diff_only:
@@ -225,9 +230,10 @@ def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: b
         return EXIT_ERROR if missing else EXIT_CLEAN
     if fixing:
         raise UsageFailure("--add-noqa cannot be combined with --fix or --diff")
-    from .noqa_tools import add_noqa_to_paths
+    from .baseline import add_noqa_to_paths
 
-    result = add_noqa_to_paths(paths, resolver, force_exclude=kw["force_exclude"])
+    result = add_noqa_to_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"],
+                               cache=_open_cache(resolver, kw), project_root=kw["project_root"])
     for missing in result.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     for warning in result.warnings:
@@ -357,11 +363,15 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
     if is_notebook(name):
         unsafe = settings.unsafe_fixes if kw["unsafe_fixes"] is None else kw["unsafe_fixes"]
         return _run_stdin_notebook(kw, linter, name, raw, fix, unsafe, output_format)
-    result = linter.lint_bytes(name, raw)
+    # An editor passes the buffer with its file name: the rest of the project decides what
+    # in it runs every step, as for the file on disk.
+    seeds = hot_seeds_for(path, resolver, jobs=kw["jobs"], cache=_open_cache(resolver, kw),
+                          project_root=kw["project_root"]) if kw["stdin_filename"] else frozenset()
+    result = linter.lint_bytes(name, raw, seeds)
     if fix and result.parsed:
         source = SourceFile.from_bytes(name, raw)
         unsafe = settings.unsafe_fixes if kw["unsafe_fixes"] is None else kw["unsafe_fixes"]
-        outcome = fix_source(source.text, name, unsafe=unsafe, settings=settings)
+        outcome = fix_source(source.text, name, unsafe=unsafe, settings=settings, hot_functions=seeds)
         if kw["diff"]:
             diff = unified_diff(source.text, outcome.text, name)
             click.echo(diff, nl=False)
@@ -370,8 +380,6 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
         report.diagnostics = outcome.remaining
         report.files = 1
         assert isinstance(report, FixReport)
-        from .api import FileFix
-
         report.files_fixed.append(FileFix(path, name, source.text, outcome.text, outcome.fixed,
                                           outcome.remaining, outcome.dropped))
         stdin_sources = Sources.from_texts({name: outcome.text})

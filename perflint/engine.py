@@ -52,6 +52,18 @@ class FileResult:
     reexports: tuple[tuple[str, str], ...] = ()
 
 
+_linters: dict[tuple[str, ...], "Linter"] = {}
+
+
+def linter_for(rules: Sequence[type[Rule]]) -> "Linter":
+    """One Linter per set of rules (its dispatch tables are built once)."""
+    key = tuple(r.code for r in rules)
+    linter = _linters.get(key)
+    if linter is None:
+        linter = _linters[key] = Linter(rules)
+    return linter
+
+
 class Linter:
     """Runs a fixed set of rule classes over sources."""
 
@@ -99,7 +111,9 @@ class Linter:
         if path.endswith("__init__.py"):
             result.reexports = _reexports(tree)
         raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
-        walk = self.may_have_findings(raw)
+        # A file other files call every step is walked whatever it mentions: it may only
+        # pass the tensors on to a helper in a third file.
+        walk = self.may_have_findings(raw) or bool(hot_functions and self._walk_rules)
         post = [r for r in self._post_rules if r.triggers is None or any(t in raw for t in r.triggers)]
         if not walk and not post:
             return result  # parsed (syntax errors are reported everywhere), nothing to analyze

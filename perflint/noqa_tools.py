@@ -13,7 +13,6 @@ import re
 import sys
 import tokenize
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable
 
 from .noqa import _LINE, NoqaComment, Suppressions, parse_suppressions
@@ -227,90 +226,3 @@ def plan_add_noqa(text: str, codes_by_row: dict[int, set[str]],
         plan.edits.append((content_end, line_end, "  # noqa: " + ", ".join(codes)))
         plan.added += len(codes)
     return plan
-
-
-# --------------------------------------------------------------------------- over files
-# Findings a noqa comment cannot or should not hide: unreadable files have no lines, and a
-# stale-suppression finding is fixed by `perflint fix --select PFL002`, not suppressed.
-_NOT_BASELINED = frozenset({"PFL001", "PFL002"})
-
-
-@dataclass
-class AddNoqaResult:
-    added: int = 0
-    files: int = 0  # files changed
-    missing: list = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _codes_by_row(diagnostics: Iterable) -> dict[int, set[str]]:
-    rows: dict[int, set[str]] = {}
-    for d in diagnostics:
-        if d.code in _NOT_BASELINED:
-            continue
-        rows.setdefault(d.noqa_row or d.location.row, set()).add(d.code)
-    return rows
-
-
-def add_noqa_to_paths(paths, resolver, *, force_exclude: bool | None = None) -> AddNoqaResult:
-    """`perflint check --add-noqa`: suppress every current finding where it is reported."""
-    from .api import iter_targets, linter_for
-    from .runner import display_path
-    from .fileio import ChangedOnDisk, write_atomic
-    from .fixes import apply_edits, compiles
-    from .notebook import Notebook, NotebookError, _without_broken_cells, is_notebook
-    from .source import DecodeFailure, SourceFile
-
-    result = AddNoqaResult()
-    targets, result.missing = iter_targets(paths, resolver, force_exclude)
-    cwd = Path.cwd()
-    for target in targets:
-        display = display_path(target.path, cwd)
-        linter = linter_for(target.settings.rules_for(target.path))
-        try:
-            raw = target.path.read_bytes()
-        except OSError as exc:
-            result.warnings.append(f"{display}: cannot read file: {exc.strerror}")
-            continue
-        try:
-            if is_notebook(target.path):
-                notebook = Notebook.from_bytes(raw)
-                if not notebook.python or not notebook.cells:
-                    continue
-                notebook, _errors = _without_broken_cells(linter, display, notebook)
-                text = notebook.text
-            else:
-                source = SourceFile.from_bytes(display, raw)
-                text = source.text
-        except (NotebookError, DecodeFailure):
-            continue  # reported as cannot-analyze by `check`; nothing to suppress
-        lint = linter.lint_source(SourceFile(path=display, text=text))
-        if not lint.parsed:
-            continue
-        plan = plan_add_noqa(text, _codes_by_row(lint.diagnostics))
-        for row, why in plan.skipped:
-            result.warnings.append(f"{display}:{row}: no noqa added: {why}")
-        if not plan.edits:
-            continue
-        new_text = apply_edits(text, plan.edits)
-        if not compiles(new_text, display):  # pragma: no cover - comments cannot break code
-            result.warnings.append(f"{display}: adding noqa comments would break the file; left alone")
-            continue
-        if is_notebook(target.path):
-            from .notebook import apply_edits as apply_notebook_edits
-
-            try:
-                new_raw = apply_notebook_edits(notebook, plan.edits)[0].encode("utf-8")
-            except NotebookError as exc:
-                result.warnings.append(f"{display}: {exc.message}")
-                continue
-        else:
-            new_raw = source.to_bytes(new_text)
-        try:
-            write_atomic(target.path, new_raw, raw)
-        except (ChangedOnDisk, OSError) as exc:
-            result.warnings.append(str(exc))
-            continue
-        result.added += plan.added
-        result.files += 1
-    return result

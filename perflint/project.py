@@ -1,11 +1,16 @@
-"""The project pass: code in one file that runs every step makes the functions it calls in
-other files run every step too.
+"""The project: its root, and how code in one file that runs every step makes the functions
+it calls in other files run every step too.
+
+The project root is the nearest directory above the named paths with a `pyproject.toml` or
+a `.git` (or `--project-root`). Every Python file under it is read for its summary, whatever
+paths are named, so a file's findings do not depend on which other files were named
+(pre-commit names only the staged ones).
 
 Each file's analysis reports the qualified names it calls from hot code (`FileResult.hot_calls`:
-`.metrics.accuracy`, `mypkg.losses.dice`). This module maps them to the checked files that
+`.metrics.accuracy`, `mypkg.losses.dice`). This module maps them to the project files that
 define those modules and returns, per file, the module-level functions that other files call
 every step. The runner then analyzes those files again with those functions seeded as hot,
-until nothing new turns hot.
+until nothing new turns hot (a fixpoint: seeds only grow, so it ends).
 """
 
 from __future__ import annotations
@@ -14,7 +19,31 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-MAX_ROUNDS = 4  # seeding can chain (a helper calling a helper in a third file); bounded
+PROJECT_MARKERS = ("pyproject.toml", ".git")
+
+
+def find_project_root(path: Path) -> Path | None:
+    """The nearest directory at or above `path` holding a `pyproject.toml` or `.git`;
+    None when there is none (the named files are then the whole project)."""
+    directory = Path(os.path.abspath(path))
+    if not directory.is_dir():
+        directory = directory.parent
+    for candidate in (directory, *directory.parents):
+        if any(os.path.exists(os.path.join(candidate, marker)) for marker in PROJECT_MARKERS):
+            return candidate
+    return None
+
+
+def project_roots(paths: Sequence[Path], override: Path | None = None) -> list[Path]:
+    """The project roots of the named paths (one per distinct root, in order)."""
+    if override is not None:
+        return [Path(os.path.abspath(override))]
+    roots: list[Path] = []
+    for path in paths:
+        root = find_project_root(path)
+        if root is not None and root not in roots:
+            roots.append(root)
+    return roots
 
 
 def module_of(path: Path, packages: dict[str, tuple[tuple[str, ...], str]] | None = None) -> tuple[str, str]:

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .cache import Cache, Record
-from .engine import FileResult
+from .engine import FileResult, linter_for
 from .files import Target
 from .parallel import effective_jobs, ordered_map
+from .project import ProjectIndex, hot_functions
 from .rule import FileError
 
 # (target, its display path, its bytes when the cache already read them, the functions the
@@ -36,8 +37,6 @@ def display_path(path: Path, cwd: Path) -> str:
 
 
 def error_result(target: Target, display: str, message: str) -> FileResult:
-    from .api import linter_for  # api imports this module
-
     linter = linter_for(target.settings.rules_for(target.path))
     return linter._error_result(display, FileError(message))
 
@@ -46,19 +45,15 @@ def _crash_message(reason: str) -> str:
     return f"internal error ({reason}); please report it"
 
 
-def lint_targets(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: int | None,
-                 cache: Cache | None) -> Iterator[FileResult]:
-    """Every target's result, in order: from the cache when unchanged, else linted (and
-    stored); then files whose functions other files call every step are analyzed again
-    with those functions hot (the project pass)."""
-    results, _hot = lint_project(targets, cwd, lint, jobs=jobs, cache=cache)
-    yield from results
+# A safety net only: seeds only grow and are finite, so the fixpoint ends long before.
+_MAX_ROUNDS = 100
 
 
 def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: int | None,
                  cache: Cache | None) -> tuple[list[FileResult], dict[int, frozenset[str]]]:
-    """(every target's result, and per target index the functions found hot from other files)."""
-    from .project import MAX_ROUNDS, ProjectIndex, hot_functions
+    """(every target's result, and per target index the functions found hot from other files).
+
+    `targets` is the whole project: a file's result depends on what the others call."""
 
     def work_for(hot: dict[int, frozenset[str]], positions: dict[int, int]):
         def work(target: Target, display: str) -> tuple[FileResult, Record | None]:
@@ -74,12 +69,15 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
     if not any(r.hot_calls for r in results):
         return results, hot
     index = ProjectIndex([t.path for t in targets])
-    for _ in range(MAX_ROUNDS):
+    for _ in range(_MAX_ROUNDS):
         found = hot_functions(index, [r.hot_calls for r in results], [r.reexports for r in results])
-        changed = sorted(i for i, names in found.items() if names != hot.get(i, frozenset()))
+        # Seeds only grow (a name once hot stays hot), so the rounds reach a fixpoint
+        # however long the chain of helpers calling helpers across files is.
+        grown = {i: names | hot.get(i, frozenset()) for i, names in found.items()}
+        changed = sorted(i for i, names in grown.items() if names != hot.get(i, frozenset()))
         if not changed:
             break
-        hot.update({i: found[i] for i in changed})
+        hot.update({i: grown[i] for i in changed})
         again = [targets[i] for i in changed]
         redone = run_targets(again, cwd, work_for(hot, positions), jobs=jobs, cache=cache, remember=False,
                              probe=False)

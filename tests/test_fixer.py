@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import perflint_rules
-from perflint import api
+from perflint import api, engine
 from perflint.cli import main
 from perflint.registry import all_rules
 from perflint.rule import Rule
@@ -161,11 +161,11 @@ class BreaksTheFile(Rule):
 def broken_rule(monkeypatch):
     monkeypatch.setattr(perflint_rules, "RULES", [*perflint_rules.RULES, BreaksTheFile])
     all_rules.cache_clear()
-    api._linters.clear()
+    engine._linters.clear()
     yield BreaksTheFile
     monkeypatch.undo()
     all_rules.cache_clear()
-    api._linters.clear()
+    engine._linters.clear()
 
 
 def test_a_fix_that_breaks_the_file_is_dropped_and_the_others_are_kept(broken_rule):

@@ -12,7 +12,8 @@ from perflint.api import check_paths, check_source, fix_source
 from perflint.config import Settings, SettingsResolver
 from perflint.engine import Linter
 from perflint.noqa import parse_suppressions
-from perflint.noqa_tools import add_noqa_to_paths, noqa_rows, plan_add_noqa, remove_codes_edit
+from perflint.baseline import add_noqa_to_paths
+from perflint.noqa_tools import noqa_rows, plan_add_noqa, remove_codes_edit
 from perflint.fixes import apply_edits
 from perflint.registry import all_rules
 from perflint.rule import RawFinding, Rule, SuppressionReport

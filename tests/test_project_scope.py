@@ -1,0 +1,155 @@
+"""Project scope: a file's findings do not depend on which files were named.
+
+The project root (nearest pyproject.toml or .git, or --project-root) is read whole for
+summaries; only the named files are reported. pre-commit names only the staged files, so
+this is what makes the hook, `--add-noqa`, unused-noqa (PFL002) and `fix` agree with a
+full `check .`.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perflint.api import check_paths, fix_paths
+from perflint.baseline import add_noqa_to_paths
+from perflint.cli import main
+from perflint.config import SettingsResolver
+from perflint.project import find_project_root
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE_PROJECTS = sorted(p for p in (REPO / "tests" / "fixtures" / "projects").glob("*") if p.is_dir())
+
+HELPERS = """\
+def log_metric(t):
+    return t.item()
+"""
+TRAIN = """\
+from helpers import log_metric
+for x in loader:
+    loss = model(x).sum(); loss.backward()
+    log_metric(loss)
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def _project(tmp_path: Path, files: dict[str, str], marker: str = "pyproject.toml") -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    if marker == ".git":
+        (root / ".git").mkdir()
+    else:
+        (root / marker).write_text('[project]\nname = "proj"\n')
+    _write(root, files)
+    return root
+
+
+def _findings(paths, **kw) -> set[tuple[str, int, str]]:
+    report = check_paths([Path(p) for p in paths], SettingsResolver(Path.cwd()), jobs=1, cache=None, **kw)
+    return {(Path(d.path).as_posix(), d.location.row, d.code) for d in report.diagnostics}
+
+
+@pytest.mark.parametrize("marker", ["pyproject.toml", ".git"])
+def test_a_helper_named_alone_is_hot_through_its_caller_in_another_file(tmp_path, monkeypatch, marker):
+    root = _project(tmp_path, {"helpers.py": HELPERS, "train.py": TRAIN}, marker)
+    monkeypatch.chdir(root)
+    assert find_project_root(Path("helpers.py")) == root
+    assert _findings(["helpers.py"]) == {("helpers.py", 2, "PFL201")}
+    assert _findings(["."]) == {("helpers.py", 2, "PFL201")}
+    assert _findings(["train.py"]) == set()  # read for its calls, not reported
+
+
+def test_without_a_project_marker_the_named_files_are_the_project(tmp_path, monkeypatch):
+    _write(tmp_path, {"helpers.py": HELPERS, "train.py": TRAIN})
+    monkeypatch.chdir(tmp_path)
+    if find_project_root(tmp_path) is not None:
+        pytest.skip("the temporary directory is inside a project")
+    assert _findings(["helpers.py"]) == set()
+    assert _findings(["helpers.py", "train.py"]) == {("helpers.py", 2, "PFL201")}
+    # --project-root names the project explicitly
+    assert _findings(["helpers.py"], project_root=tmp_path) == {("helpers.py", 2, "PFL201")}
+
+
+def test_the_project_walk_respects_excludes_and_gitignore(tmp_path, monkeypatch):
+    root = _project(tmp_path, {"helpers.py": HELPERS, "scratch/train.py": TRAIN, "build/train.py": TRAIN})
+    (root / ".gitignore").write_text("scratch/\n")
+    (root / ".git").mkdir()
+    monkeypatch.chdir(root)
+    # build/ is excluded by default and scratch/ by .gitignore: no caller is left
+    assert _findings(["helpers.py"]) == set()
+    (root / ".gitignore").write_text("")
+    assert _findings(["helpers.py"]) == {("helpers.py", 2, "PFL201")}
+
+
+def test_a_chain_of_helpers_across_many_files_reaches_a_fixpoint(tmp_path, monkeypatch):
+    depth = 8  # more files than any fixed number of rounds would follow
+    files = {"train.py": "from h0 import f0\nfor x in loader:\n    loss = model(x).sum()\n"
+                         "    loss.backward()\n    f0(loss)\n"}
+    for i in range(depth - 1):
+        files[f"h{i}.py"] = f"from h{i + 1} import f{i + 1}\ndef f{i}(t):\n    return f{i + 1}(t)\n"
+    files[f"h{depth - 1}.py"] = f"def f{depth - 1}(t):\n    return t.nonzero()\n"
+    root = _project(tmp_path, files)
+    monkeypatch.chdir(root)
+    last = f"h{depth - 1}.py"
+    assert {code for _, _, code in _findings([last])} == {"PFL211"}
+    assert _findings([last]) == {f for f in _findings(["."]) if f[0] == last}
+
+
+def test_noqa_of_a_cross_file_finding_is_used_kept_by_fix_and_added_by_add_noqa(tmp_path, monkeypatch):
+    root = _project(tmp_path, {"helpers.py": HELPERS, "train.py": TRAIN})
+    monkeypatch.chdir(root)
+    resolver = SettingsResolver(root)
+    added = add_noqa_to_paths([Path("helpers.py")], resolver, jobs=1)
+    assert added.added == 1
+    suppressed = (root / "helpers.py").read_text()
+    assert "# noqa: PFL201" in suppressed
+    assert _findings(["helpers.py"]) == set()  # no unused-noqa (PFL002) either
+    report = fix_paths([Path("helpers.py")], resolver, jobs=1)
+    assert report.fixed == [] and (root / "helpers.py").read_text() == suppressed
+    assert _findings(["."]) == set()
+
+
+def test_cli_named_file_stdin_and_the_project_root_option(tmp_path, monkeypatch):
+    root = _project(tmp_path, {"helpers.py": HELPERS, "train.py": TRAIN})
+    monkeypatch.chdir(root)
+    runner = CliRunner()
+    named = runner.invoke(main, ["check", "--no-cache", "helpers.py"])
+    assert named.exit_code == 1 and "helpers.py:2:12: PFL201" in named.output
+    piped = runner.invoke(main, ["check", "--no-cache", "-", "--stdin-filename", "helpers.py"], input=HELPERS)
+    assert piped.exit_code == 1 and "helpers.py:2:12: PFL201" in piped.output
+    alone = runner.invoke(main, ["check", "--no-cache", "--project-root", str(root / "sub"), "helpers.py"])
+    assert alone.exit_code == 2  # a project root that does not exist is a usage error
+    (root / "sub").mkdir()
+    alone = runner.invoke(main, ["check", "--no-cache", "--project-root", "sub", "helpers.py"])
+    assert alone.exit_code == 0, alone.output
+
+
+def _consistency_cases() -> list[Path]:
+    return [REPO / "examples", *FIXTURE_PROJECTS]
+
+
+@pytest.mark.parametrize("project", _consistency_cases(), ids=lambda p: p.name)
+def test_every_file_alone_reports_its_part_of_the_whole_run(project, monkeypatch):
+    """`check FILE` == FILE's part of `check .`, for every file of real-shaped projects."""
+    monkeypatch.chdir(project)
+    whole = check_paths([Path(".")], SettingsResolver(project), jobs=1, cache=None)
+    by_file: dict[str, list] = {}
+    for d in whole.diagnostics:
+        by_file.setdefault(d.path, []).append(d.to_json())
+    files = sorted(p.relative_to(project).as_posix() for p in project.rglob("*.py")
+                   if "fixed" not in p.parts and p.name != "train_fixed.py")
+    assert files
+    for name in files:
+        alone = check_paths([Path(name)], SettingsResolver(project), jobs=1, cache=None)
+        got = [d.to_json() for d in alone.diagnostics]
+        assert json.dumps(got, sort_keys=True) == json.dumps(by_file.get(name, []), sort_keys=True), name
