@@ -15,18 +15,23 @@ from typing import Sequence
 
 import click
 
-from . import __version__
+from . import __version__, show
 from .api import CheckReport, FileFix, FixReport, check_paths, fix_paths, fix_source, hot_seeds_for, linter_for
+from .baseline import add_noqa_to_paths
 from .cache import Cache, cache_directory, open_cache
 from .cache import clean as clean_caches
 from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
 from .engine import FileResult
 from .notebook import fix_notebook, is_notebook, lint_notebook
+from .docs import rule_json, rule_text
 from .registry import all_rules, rule_for
-from .report import FORMATTERS
+from .report import FORMATTERS, statistics
 from .report.context import Sources, cwd_context
 from .report.github import ANNOTATION_LIMIT
 from .source import SourceFile
+from .trace.join import apply_trace
+from .trace.output import with_trace_properties
+from .trace.sites import TraceFileError
 from .types import Applicability
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -183,9 +188,6 @@ def _run_inner(kw: dict, fix: bool) -> int:
 
 def _join_trace(report: CheckReport, kw: dict, paths: list[Path], resolver: SettingsResolver) -> str:
     """`check --trace`: confirmed findings and run-time-only syncs (perflint.trace.join; no torch)."""
-    from .trace.join import apply_trace
-    from .trace.sites import TraceFileError
-
     try:
         return apply_trace(report, kw["trace"], paths, resolver, kw["force_exclude"]).text()
     except TraceFileError as exc:
@@ -219,8 +221,6 @@ def _write(text: str, kw: dict) -> None:
 
 def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: bool) -> int:
     """--show-settings, --show-files and --add-noqa: they print or edit, and exit."""
-    from . import show
-
     if kw["show_settings"]:
         click.echo(show.settings_text(paths[0], resolver, kw["force_exclude"]), nl=False)
         return EXIT_CLEAN
@@ -230,8 +230,6 @@ def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: b
         return EXIT_ERROR if missing else EXIT_CLEAN
     if fixing:
         raise UsageFailure("--add-noqa cannot be combined with --fix or --diff")
-    from .baseline import add_noqa_to_paths
-
     result = add_noqa_to_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"],
                                cache=_open_cache(resolver, kw), project_root=kw["project_root"])
     for missing in result.missing:
@@ -248,8 +246,6 @@ def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool,
           sources: Sources | None = None) -> None:
     diagnostics = report.diagnostics
     if kw["statistics"]:
-        from .report import statistics
-
         if output_format == "json":
             _write(statistics.render_json(diagnostics), kw)
             return
@@ -260,8 +256,6 @@ def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool,
         return
     text = FORMATTERS[output_format](diagnostics, cwd_context(sources))
     if kw.get("trace") is not None:  # check --trace: the trace data as SARIF result properties
-        from .trace.output import with_trace_properties
-
         text = with_trace_properties(output_format, text, diagnostics)
     human = output_format in ("concise", "full", "github")
     if human and not kw["quiet"]:
@@ -453,8 +447,6 @@ def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
     else:
         _fail("give a rule code or --all")
         return
-    from .docs import rule_json, rule_text
-
     if output_format == "json":
         data = [rule_json(r) for r in rules]
         click.echo(json.dumps(data if show_all else data[0], indent=2))

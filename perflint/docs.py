@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .harness.report import CHARTS, SUMMARIES_FILE, benchmarks_markdown, load_summaries, measured_section
 from .registry import all_rules
 from .rule import Rule
 from .types import FixAvailability
@@ -63,8 +64,6 @@ def _benchmark_section(rule: type[Rule], results: dict[str, Any]) -> str:
     `perflint.harness.report` for the format), never typed in by hand."""
     if rule.benchmark is None:
         return ""
-    from .harness.report import measured_section
-
     return f"\n## Measured\n{measured_section(rule.code, results)}\n"
 
 
@@ -108,14 +107,10 @@ def rules_table() -> str:
 
 def load_results(docs_dir: Path) -> dict[str, Any]:
     """docs/benchmarks/rule_summaries.json, or an empty summary when there is none."""
-    from .harness.report import SUMMARIES_FILE, load_summaries
-
     return load_summaries(docs_dir / "benchmarks" / SUMMARIES_FILE)
 
 
 def generated_files(docs_dir: Path) -> dict[Path, str]:
-    from .harness.report import CHARTS, benchmarks_markdown
-
     results = load_results(docs_dir)
     files = {docs_dir / "rules.md": rules_table()}
     for rule in all_rules():

@@ -20,7 +20,7 @@ from .facts.context import RuleContext
 from .fixes import materialize_fix
 from .noqa import Suppressions, parse_suppressions
 from .noqa_tools import NoqaRowMap
-from .registry import is_pattern_rule
+from .registry import all_rules, is_pattern_rule
 from .rule import FileError, RawFinding, Rule, SuppressionReport
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic, Location
@@ -181,8 +181,6 @@ class Linter:
 
     def _after_suppressions(self, source: SourceFile, rules: list[type[Rule]], suppressions: Suppressions,
                             diagnostics: list[Diagnostic]) -> list[Diagnostic]:
-        from .registry import all_rules
-
         report = SuppressionReport(
             source=source,
             suppressions=suppressions,

@@ -22,15 +22,14 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
+from .engine import FileResult, Linter
+from .fixes import FixOutcome, fix_text
+from .fixes import apply_edits as apply_text_edits
 from .rule import FileError
 from .source import SourceFile
 from .types import Diagnostic, Edit, Fix, Location
-
-if TYPE_CHECKING:
-    from .engine import FileResult, Linter
-    from .fixes import FixOutcome
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python run in the kernel (ruff's list).
@@ -618,8 +617,6 @@ def _without_broken_cells(linter: Linter, display: str, notebook: Notebook) -> t
 
 
 def lint_notebook(linter: Linter, display: str, raw: bytes) -> FileResult:
-    from .engine import FileResult
-
     notebook = load(raw)
     if isinstance(notebook, FileError):
         return linter._error_result(display, notebook)
@@ -642,8 +639,6 @@ class NotebookFix:
 
 def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> NotebookFix | FileResult:
     """Fix a notebook; a FileResult when it cannot be analyzed (nothing is written then)."""
-    from .fixes import FixOutcome, fix_text
-
     notebook = load(raw)
     if isinstance(notebook, FileError):
         return linter._error_result(display, notebook)
@@ -677,8 +672,6 @@ def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> Note
 
 def apply_edits(notebook: Notebook, edits: list[tuple[int, int, str]]) -> tuple[str, dict[int, tuple[str, str]]]:
     """Apply one round of edits (offsets into `notebook.text`) and return the new JSON text."""
-    from .fixes import apply_edits as apply_text_edits
-
     tracker = notebook.tracker()
     tracker.apply(edits)
     return notebook.render(apply_text_edits(notebook.text, edits), tracker)
