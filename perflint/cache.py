@@ -251,8 +251,11 @@ class Cache:
         except Exception:
             return {}
 
-    def probe(self, target: Target, display: str) -> tuple[FileResult | None, int]:
-        """(the cached result if the file is unchanged by stat, else None; its size)."""
+    def probe(self, target: Target, display: str,
+              hot: frozenset[str] = frozenset()) -> tuple[FileResult | None, int]:
+        """(the cached result if the file is unchanged by stat, else None; its size).
+        `hot`: the functions the project pass seeds (another entry, found without reading
+        the file: the index knows its content hash)."""
         try:
             st = os.stat(target.path)
         except OSError:
@@ -260,12 +263,12 @@ class Cache:
         record = self.index.get(os.path.abspath(target.path))
         if record is None or not record[_TRUSTED] or record[:_STAT_FIELDS] != stat_key(st):
             return None, st.st_size
-        key = self.entry_key(target, display, record[_HASH])
-        if record[_CLEAN] == key:
+        key = self.entry_key(target, display, record[_HASH], hot)
+        if record[_CLEAN] == key and not hot:
             result: FileResult | None = FileResult(display, parsed=True)
         else:
             result = self.read_entry(key)
-        if result is not None and record[_DAY_SEEN] != self._today:
+        if result is not None and record[_DAY_SEEN] != self._today and not hot:
             self.remember(target, record[:_DAY_SEEN] + [self._today, record[_CLEAN]])
         return result, st.st_size
 

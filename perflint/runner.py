@@ -80,7 +80,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
         hot.update({i: grown[i] for i in changed})
         again = [targets[i] for i in changed]
         redone = run_targets(again, cwd, work_for(hot, positions), jobs=jobs, cache=cache, remember=False,
-                             probe=False)
+                             seeds_of=lambda target: hot.get(positions[id(target)], frozenset()))
         for i, result in zip(changed, redone):
             results[i] = result
     return results, hot
@@ -89,18 +89,21 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
 def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, str], tuple[Any, Record | None]],
                 *, jobs: int | None, cache: Cache | None,
                 reuse: Callable[[Target, FileResult], bool] | None = None,
-                remember: bool = True, probe: bool = True) -> Iterator[Any]:
+                remember: bool = True, probe: bool = True,
+                seeds_of: Callable[[Target], frozenset[str]] | None = None) -> Iterator[Any]:
     """`work(target, display)` for every target, in order, in parallel; a target whose
     cached result is current (and `reuse` accepts) yields that result instead. `work`
-    returns (outcome, index record or None). `probe=False` skips the index (results that
-    depend on more than the file: the project pass), `remember=False` leaves it alone."""
+    returns (outcome, index record or None). `probe=False` skips the cache, `seeds_of`
+    gives the project pass's seeds of a target (part of its entry's key),
+    `remember=False` leaves the index alone."""
     displays = [display_path(t.path, cwd) for t in targets]
     hits: dict[int, FileResult] = {}
     misses: list[int] = []
     sizes: list[int] = []
     for index, target in enumerate(targets):
         if cache is not None and probe:
-            cached, size = cache.probe(target, displays[index])
+            seeds = seeds_of(target) if seeds_of is not None else frozenset()
+            cached, size = cache.probe(target, displays[index], seeds)
             if cached is not None and (reuse is None or reuse(target, cached)):
                 hits[index] = cached
                 continue

@@ -153,3 +153,31 @@ def test_every_file_alone_reports_its_part_of_the_whole_run(project, monkeypatch
         alone = check_paths([Path(name)], SettingsResolver(project), jobs=1, cache=None)
         got = [d.to_json() for d in alone.diagnostics]
         assert json.dumps(got, sort_keys=True) == json.dumps(by_file.get(name, []), sort_keys=True), name
+
+
+def test_a_warm_run_reads_no_file_even_across_files(tmp_path, monkeypatch):
+    """The seeded result of a helper is cached under its content hash and its seeds: a warm
+    run finds it from the index without reading or analyzing the file again."""
+    from perflint import api
+    from perflint.cache import Cache
+
+    root = _project(tmp_path, {"helpers.py": HELPERS, "train.py": TRAIN, "other.py": "import torch\n"})
+    monkeypatch.chdir(root)
+    monkeypatch.setattr("perflint.cache.RACY_NS", 0)  # files just written count as settled
+    cache_dir = tmp_path / "cache"
+
+    def run(paths):
+        report = check_paths([Path(p) for p in paths], SettingsResolver(root), jobs=1, cache=Cache.open(cache_dir))
+        return {(d.path, d.location.row, d.code) for d in report.diagnostics}
+
+    assert run(["."]) == {("helpers.py", 2, "PFL201")}
+    linted, read = [], []
+    real_lint, real_read = api.lint_target, Cache.lint
+    monkeypatch.setattr(api, "lint_target", lambda *a, **k: linted.append(a[0].path.name) or real_lint(*a, **k))
+    monkeypatch.setattr(Cache, "lint", lambda self, t, *a, **k: read.append(t.path.name) or real_read(self, t, *a, **k))
+    assert run(["helpers.py"]) == {("helpers.py", 2, "PFL201")}
+    assert run(["."]) == {("helpers.py", 2, "PFL201")}
+    assert linted == [] and read == []
+    (root / "train.py").write_text(TRAIN.replace("log_metric(loss)", "pass"))
+    assert run(["helpers.py"]) == set()  # the caller changed: the helper is no longer hot
+    assert linted == ["train.py"]
