@@ -17,6 +17,7 @@ from .engine import FileResult, linter_for
 from .fileio import ChangedOnDisk, write_atomic
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
+from .hot_paths import attach_hot_paths
 from .notebook import fix_notebook, is_notebook, lint_notebook
 from .project import project_roots
 from .runner import display_path, lint_project, run_targets
@@ -143,9 +144,10 @@ def run_project(paths: Sequence[Path], resolver: SettingsResolver, *, force_excl
     targets, missing = iter_targets(paths, resolver, force_exclude)
     everything = project_targets(targets, paths, resolver, project_root) if project else targets
     lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
-    results, hot = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
-    named = len(targets)
-    return ProjectRun(targets, missing, results[:named], [hot.get(i, frozenset()) for i in range(named)])
+    done = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
+    named = range(len(targets))
+    attach_hot_paths(done.results, named, done.index)
+    return ProjectRun(targets, missing, done.results[:len(targets)], [done.hot.get(i, frozenset()) for i in named])
 
 
 def hot_seeds_for(path: Path, resolver: SettingsResolver, *, jobs: int | None = None, cache: Cache | None = None,
@@ -158,8 +160,7 @@ def hot_seeds_for(path: Path, resolver: SettingsResolver, *, jobs: int | None = 
         return frozenset()
     cwd = Path.cwd()
     lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
-    _results, hot = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
-    return hot.get(0, frozenset())
+    return lint_project(everything, cwd, lint, jobs=jobs, cache=cache).hot.get(0, frozenset())
 
 
 def check_paths(

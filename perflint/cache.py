@@ -207,6 +207,7 @@ class Cache:
                 parsed=bool(entry["parsed"]),
                 hot_calls=tuple(entry["hot_calls"]),
                 reexports=tuple((name, source) for name, source in entry["reexports"]),
+                hot_call_origins=tuple((call, tuple(steps), seed) for call, steps, seed in entry["origins"]),
             )
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
@@ -226,6 +227,7 @@ class Cache:
             "diagnostics": [d.to_json() for d in result.diagnostics],
             "hot_calls": list(result.hot_calls),
             "reexports": [list(pair) for pair in result.reexports],
+            "origins": [[call, list(steps), seed] for call, steps, seed in result.hot_call_origins],
         }
         path = self._entry_path(key)
         try:

@@ -50,6 +50,10 @@ class FileResult:
     # A package's `__init__.py`: the names it imports from elsewhere (name, qualified name as
     # imported), so the project pass can follow `from pkg.utils import f` to where f is.
     reexports: tuple[tuple[str, str], ...] = ()
+    # For each of `hot_calls`: the chain ("path:row what", entry point first) that makes the
+    # call run every step, and the function of this file the project pass seeded at its
+    # root, if any (see perflint.hot_paths).
+    hot_call_origins: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()
 
 
 _linters: dict[tuple[str, ...], "Linter"] = {}

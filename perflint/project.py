@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
@@ -156,11 +156,11 @@ def _namespace_names(name: str, root: str) -> list[tuple[str, str]]:
     return names
 
 
-def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
-                  reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> dict[int, frozenset[str]]:
-    """Per file index, the functions (and `Class.method`s) other files call from hot code.
-    A name a package's `__init__.py` imports from a submodule is followed there."""
-    found: dict[int, set[str]] = {}
+def resolved_calls(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
+                   reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> Iterator[tuple[int, str, int, str]]:
+    """(caller index, the call as recorded, callee file index, callee name with the call's
+    signature) for every hot call that lands in another project file. A name a package's
+    `__init__.py` imports from a submodule is followed there."""
     exported = [dict(names) for names in reexports]
     for caller, calls in enumerate(hot_calls):
         for call in calls:
@@ -175,7 +175,15 @@ def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
                     break
                 target = index.resolve(target[0], source + ("." + rest if rest else ""))
             if target is not None and target[0] != caller:
-                found.setdefault(target[0], set()).add(target[1] + paren + signature)
+                yield caller, call, target[0], target[1] + paren + signature
+
+
+def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
+                  reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> dict[int, frozenset[str]]:
+    """Per file index, the functions (and `Class.method`s) other files call from hot code."""
+    found: dict[int, set[str]] = {}
+    for _caller, _call, target, name in resolved_calls(index, hot_calls, reexports):
+        found.setdefault(target, set()).add(name)
     return {k: frozenset(v) for k, v in found.items()}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -49,9 +50,16 @@ def _crash_message(reason: str) -> str:
 _MAX_ROUNDS = 100
 
 
+@dataclass
+class ProjectResults:
+    results: list[FileResult]  # every target's, in order
+    hot: dict[int, frozenset[str]]  # per target index: its functions other files call every step
+    index: ProjectIndex  # which target defines which module
+
+
 def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: int | None,
-                 cache: Cache | None) -> tuple[list[FileResult], dict[int, frozenset[str]]]:
-    """(every target's result, and per target index the functions found hot from other files).
+                 cache: Cache | None) -> ProjectResults:
+    """Every target's result, and the functions the project pass found hot in each.
 
     `targets` is the whole project: a file's result depends on what the others call."""
 
@@ -66,9 +74,9 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
     positions = {id(t): i for i, t in enumerate(targets)}
     results = list(run_targets(targets, cwd, work_for({}, positions), jobs=jobs, cache=cache))
     hot: dict[int, frozenset[str]] = {}
-    if not any(r.hot_calls for r in results):
-        return results, hot
     index = ProjectIndex([t.path for t in targets])
+    if not any(r.hot_calls for r in results):
+        return ProjectResults(results, hot, index)
     for _ in range(_MAX_ROUNDS):
         found = hot_functions(index, [r.hot_calls for r in results], [r.reexports for r in results])
         # Seeds only grow (a name once hot stays hot), so the rounds reach a fixpoint
@@ -83,7 +91,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
                              seeds_of=lambda target: hot.get(positions[id(target)], frozenset()))
         for i, result in zip(changed, redone):
             results[i] = result
-    return results, hot
+    return ProjectResults(results, hot, index)
 
 
 def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, str], tuple[Any, Record | None]],

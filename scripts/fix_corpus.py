@@ -174,7 +174,7 @@ def project_hot_functions(work: Path, resolver: SettingsResolver) -> dict[Path, 
     the CLI runs: replaying a file's fix without them would miss the fixes they enable."""
     targets, _ = api.iter_targets([work], resolver)
     lint = lambda target, display, raw, hot: api.lint_target(target, work, raw, hot)  # noqa: E731
-    _, hot = lint_project(targets, work, lint, jobs=1, cache=None)
+    hot = lint_project(targets, work, lint, jobs=1, cache=None).hot
     return {targets[i].path.resolve(): names for i, names in hot.items()}
 
 

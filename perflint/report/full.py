@@ -141,6 +141,9 @@ def render_one(d: Diagnostic, context: ReportContext) -> str:
     gutter = len(str(_snippet_rows(lines, d)[1])) if lines else 1
     out.append(f"{' ' * gutter}--> {display_location(d)}")
     out.extend(_snippet(lines, d, gutter) if lines else [])
+    hot_path = d.extra.get("hot_path")
+    if hot_path:  # why this line runs every step, from the entry point down
+        out.append("note: runs every step: " + "\n  -> ".join(hot_path))
     if d.fix is not None:
         out.append(f"help: {d.fix.message}")
         after = _apply(lines, d.fix.edits)

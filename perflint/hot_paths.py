@@ -1,0 +1,78 @@
+"""Why a line runs every step, across files: the call chain from an entry point.
+
+A file's analysis gives each finding in hot code its *local* chain (`Diagnostic.extra
+["hot_path"]`: "path:row what", the entry point first). When that chain starts at a function
+that only other files make hot (a seed of the project pass), the engine records the seed
+(`extra["hot_seed"]`) and each file records, for every call it makes from hot code into
+another file, the caller's own chain up to that call (`FileResult.hot_call_origins`).
+
+After the project pass, `attach_hot_paths` joins them: the seed is replaced by the chain of
+the caller that reaches it (the first by path and call, so the answer does not depend on
+which files were named), recursively through helpers calling helpers. Cached results keep
+only their local chains, so a caller's edit never invalidates a callee's cached findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from .engine import FileResult
+from .project import ProjectIndex, resolved_calls
+
+PATH_KEY = "hot_path"
+SEED_KEY = "hot_seed"
+_MAX_DEPTH = 32  # cycles are cut by the visited set; this bounds pathological chains
+
+
+def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: ProjectIndex) -> None:
+    """Complete the chains of the findings of the `named` results, in place."""
+    if not any(SEED_KEY in d.extra for i in named for d in results[i].diagnostics):
+        for i in named:
+            _drop_seed_keys(results[i])
+        return
+    callers: dict[tuple[int, str], tuple[str, int, str]] = {}
+    calls = [r.hot_calls for r in results]
+    reexports = [r.reexports for r in results]
+    for caller, call, target, name in resolved_calls(index, calls, reexports):
+        key = (target, name.partition("(")[0])
+        candidate = (results[caller].path, caller, call)
+        if key not in callers or candidate < callers[key]:
+            callers[key] = candidate
+    memo: dict[tuple[int, str], list[str]] = {}
+
+    def chain_to(file: int, seed: str, visiting: frozenset[tuple[int, str]]) -> list[str]:
+        key = (file, seed)
+        if key in memo:
+            return memo[key]
+        found = callers.get(key)
+        if found is None or key in visiting or len(visiting) > _MAX_DEPTH:
+            return []
+        _path, caller, call = found
+        steps, caller_seed = dict(
+            (entry, (list(path), seed_of)) for entry, path, seed_of in results[caller].hot_call_origins
+        ).get(call, ([], None))
+        prefix = chain_to(caller, caller_seed, visiting | {key}) if caller_seed else []
+        memo[key] = prefix + steps
+        return memo[key]
+
+    for i in named:
+        result = results[i]
+        completed = []
+        for d in result.diagnostics:
+            seed = d.extra.get(SEED_KEY)
+            if seed is None:
+                completed.append(d)
+                continue
+            extra = {k: v for k, v in d.extra.items() if k != SEED_KEY}
+            extra[PATH_KEY] = chain_to(i, seed, frozenset()) + list(d.extra.get(PATH_KEY, []))
+            completed.append(replace(d, extra=extra))
+        result.diagnostics = completed
+
+
+def _drop_seed_keys(result: FileResult) -> None:
+    if any(SEED_KEY in d.extra for d in result.diagnostics):
+        result.diagnostics = [
+            replace(d, extra={k: v for k, v in d.extra.items() if k != SEED_KEY}) if SEED_KEY in d.extra else d
+            for d in result.diagnostics
+        ]
