@@ -181,3 +181,17 @@ def test_a_warm_run_reads_no_file_even_across_files(tmp_path, monkeypatch):
     (root / "train.py").write_text(TRAIN.replace("log_metric(loss)", "pass"))
     assert run(["helpers.py"]) == set()  # the caller changed: the helper is no longer hot
     assert linted == ["train.py"]
+
+
+def test_a_notebook_of_the_project_makes_a_helper_hot(tmp_path, monkeypatch):
+    cells = [
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["from helpers import log_metric\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": ["for x in loader:\n", "    loss = model(x).sum(); loss.backward()\n", "    log_metric(loss)\n"]},
+    ]
+    notebook = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    root = _project(tmp_path, {"helpers.py": HELPERS, "explore.ipynb": json.dumps(notebook)})
+    monkeypatch.chdir(root)
+    assert _findings(["helpers.py"]) == {("helpers.py", 2, "PFL201")}
+    assert _findings(["explore.ipynb"]) == set()
