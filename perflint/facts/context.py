@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from ..rule import FixPlan, RawFinding
+from ..findings import FixPlan, RawFinding
 from ..types import Applicability
 from .values import Kind, Value
 
