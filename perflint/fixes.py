@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from .rule import FixPlan
+from .findings import FixPlan
 from .types import Applicability, Diagnostic, Edit, Fix, Location
 
 if TYPE_CHECKING:

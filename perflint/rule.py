@@ -17,7 +17,9 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar
 
-from .types import Applicability, FixAvailability
+# The finding types live one layer down (the facts build them too); re-exported here for rules.
+from .findings import FileError, FixPlan, RawFinding  # noqa: F401
+from .types import FixAvailability
 
 if TYPE_CHECKING:
     from .facts.context import RuleContext
@@ -187,15 +189,6 @@ class Rule:
         return cls.after_suppressions is not Rule.after_suppressions
 
 
-@dataclass(frozen=True)
-class FileError:
-    """Why a file could not be analyzed (syntax error, undecodable, unreadable, ...)."""
-
-    message: str
-    row: int = 1
-    column: int = 0
-
-
 @dataclass
 class SuppressionReport:
     """What `Rule.after_suppressions` sees: the file, its suppressions with the codes each
@@ -206,29 +199,6 @@ class SuppressionReport:
     enabled_codes: frozenset[str]  # the rules that ran on this file
     known_codes: frozenset[str]  # every registered rule
     diagnostics: list[Diagnostic]  # reported findings, after suppression
-
-
-@dataclass
-class RawFinding:
-    """A finding before positions are resolved: what a rule hands to the engine."""
-
-    code: str
-    message: str
-    node: ast.AST | None = None
-    span: tuple[int, int] | None = None  # character offsets, when not a node
-    fix: FixPlan | None = None
-    row: int | None = None
-    column: int | None = None
-
-
-@dataclass
-class FixPlan:
-    """A fix as the rule builds it: character-offset edits into the source text."""
-
-    applicability: Applicability
-    message: str
-    edits: list[tuple[int, int, str]]
-    imports: list[str] = field(default_factory=list)  # modules the replacement needs, e.g. "torch"
 
 
 def is_rule_class(obj: object) -> bool:

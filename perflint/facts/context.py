@@ -5,21 +5,23 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from ..rule import FixPlan, RawFinding
+from ..findings import FixPlan, RawFinding
+from ..rewrite import rewrite_expression
 from ..types import Applicability
+from .file_facts import FileFacts
+from .frame import Frame
 from .values import Kind, Value
 
 if TYPE_CHECKING:
     from ..source import SourceFile
-    from .analysis import FileAnalysis, _Walker
 
 
 class RuleContext:
-    def __init__(self, source: SourceFile, analysis: FileAnalysis) -> None:
+    def __init__(self, source: SourceFile, analysis: FileFacts) -> None:
         self.source = source
         self.analysis = analysis
         self.findings: list[RawFinding] = []
-        self._walker: _Walker | None = None
+        self._walker: Frame | None = None
         self._rule: object = None
         self._code = ""
         self.node: ast.AST | None = None
@@ -174,7 +176,5 @@ class RuleContext:
         `transform` receives the libcst expression for the node's text and returns the new
         one; raises `perflint.rewrite.RewriteError` when the text cannot be parsed.
         """
-        from ..rewrite import rewrite_expression
-
         start, end = self.offsets(node)
         return (start, end, rewrite_expression(self.source.text[start:end], transform))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from .syntax import dotted
+
 # Methods that run once per training / inference step.
 HOT_METHODS = frozenset(
     """forward training_step validation_step test_step predict_step train_step eval_step
@@ -303,3 +305,55 @@ def _lazy_init_object(test: ast.expr) -> ast.expr | None:
     if isinstance(op, ast.NotIn) and isinstance(left, ast.Constant) and isinstance(left.value, str):
         return right  # "exp_avg" not in state
     return None
+
+
+# ----------------------------------------------------------------- loops, tests, caches
+# A function under one of these runs once per argument (or per instance), not every step.
+CACHING_DECORATORS = frozenset({"lru_cache", "cache", "cached_property", "cached", "memoize"})
+
+# Names of step counters: `step`, `global_step`, `batch_idx`, `it`, `epoch`, `self.iteration`.
+STEP_COUNTER = re.compile(r"step|iter|epoch|(?:^|_)(?:batch_?(?:idx|id|i|num|index|nb)|it|itr|ni|bi|nb)$")
+_TEST_NAME = re.compile(r"test(?:_|[A-Z0-9]|$)")
+FEW_STEPS = 16  # `if batch_idx < 3:` draws a few pictures; it does not run every step
+
+
+def is_test_function_name(name: str) -> bool:
+    """`test_forward`, `testLoss`: in a test file, a pytest test (it checks, it does not train)."""
+    return bool(_TEST_NAME.match(name))
+
+
+def loop_counters(node: ast.For | ast.AsyncFor) -> frozenset[str]:
+    """The names a loop binds to its iteration index: `i` in `for i, b in enumerate(x)` and
+    in `for i in range(n)`."""
+    target, iterable = node.target, node.iter
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)):
+        return frozenset()
+    if iterable.func.id == "enumerate" and isinstance(target, ast.Tuple) and target.elts \
+            and isinstance(target.elts[0], ast.Name):
+        return frozenset({target.elts[0].id})
+    if iterable.func.id == "range" and isinstance(target, ast.Name):
+        return frozenset({target.id})
+    return frozenset()
+
+
+def few_iterations(iterable: ast.expr) -> bool:
+    """`zip(range(3), loader)` / `itertools.islice(loader, 4)`: a few batches (pictures of
+    the first validation batches), not a loop over the data; `for cfg in [(...), (...)]`: a
+    sweep over a few written-out configurations."""
+    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+        return len(iterable.elts) <= FEW_STEPS
+    if not isinstance(iterable, ast.Call):
+        return False
+    name = dotted(iterable.func)
+    if name == "zip":
+        return any(isinstance(a, ast.Call) and dotted(a.func) == "range" and _small_constant_args(a)
+                   for a in iterable.args)
+    if name in ("islice", "itertools.islice") and len(iterable.args) == 2:
+        bound = iterable.args[1]
+        return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= FEW_STEPS
+    return False
+
+
+def _small_constant_args(call: ast.Call) -> bool:
+    return bool(call.args) and all(
+        isinstance(a, ast.Constant) and type(a.value) is int and a.value <= FEW_STEPS for a in call.args)

@@ -1,0 +1,403 @@
+"""Values of calls, the walker's third layer (see `frame`).
+
+Methods of tensors, batches, modules and sequences; calls of the file's own functions and
+classes (binding their parameters, noting the call graph); calls by qualified name (torch,
+numpy, builtins, other project files); and the step markers (running the model,
+`backward()`, `optimizer.step()`, `next(loader_iter)`) that make a loop a step loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .calls import external_call_value, may_be_project_function
+from .environment import annotation_value, merged_device
+from .expressions import EXPR_HANDLERS, ExpressionInterpreter
+from .file_facts import is_module_base
+from .hints import hint_for_name
+from .hotness import is_loss_function_name, is_optimizer_step_receiver
+from .project_calls import PROJECT_CLASS, call_signature
+from .records import SUMMARY, ClassInfo, FunctionInfo
+from .torch_api import (
+    MODULE_STATE_CONSTRUCTORS,
+    device_of_expr,
+    module_method_value,
+    ndarray_method_value,
+    tensor_method_device,
+    tensor_method_value,
+    torch_call_device,
+)
+from .values import (
+    NDARRAY,
+    NONE,
+    PYTHON,
+    TENSOR,
+    UNKNOWN,
+    Kind,
+    Value,
+    element_of,
+    join,
+    module_output,
+    seq_of,
+    tuple_of,
+)
+
+# Methods that exist on tensors but not on numpy arrays or Python values: a receiver that
+# calls one of them is a tensor.
+TENSOR_ONLY_METHODS = frozenset(
+    """cuda unsqueeze unsqueeze_ masked_fill masked_fill_ contiguous detach detach_ softmax
+    log_softmax sigmoid relu permute expand expand_as new_zeros new_ones new_full new_empty
+    new_tensor bmm matmul index_select masked_select nonzero_static type_as view_as
+    reshape_as repeat_interleave float long bool half bfloat16 int double argmax argmin
+    isnan isinf isfinite logical_not logical_and logical_or scatter scatter_ scatter_add
+    scatter_add_ gather index_add_ index_put_ narrow unbind chunk requires_grad_ backward
+    numel dim element_size is_contiguous item""".split()
+)
+
+# Methods of a model (defined elsewhere) that run it once: a loop calling them is a step
+# loop. (`generate` / `sample` run a whole decoding loop of their own: a loop over prompts
+# calling them is not a step loop.)
+_MODEL_COMPUTE_METHODS = frozenset(
+    """encode decode predict embed infer inference forward_features forward_head
+    extract_features denoise""".split()
+)
+
+_TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+)?$")
+# What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
+# on the CPU from Python data.
+_HOST_BATCH = Value(Kind.BATCH, device="cpu")
+
+
+def _tokenizer_call(node: ast.Call) -> bool:
+    """`tokenizer(text, return_tensors="pt")`, `self.processor(images=x, return_tensors="pt")`."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return bool(_TOKENIZER.search(name.lower())) and any(kw.arg == "return_tensors" for kw in node.keywords)
+
+
+class CallInterpreter(ExpressionInterpreter):
+    """What calls return, and what they tell about the call graph and the step."""
+
+    # ----------------------------------------------------------------- calls
+    def ev_Call(self, node: ast.Call) -> Value:
+        func = node.func
+        receiver: Value | None = None
+        if isinstance(func, ast.Attribute):
+            receiver = self.ev(func.value)
+            callee = None
+        else:
+            callee = self.ev(func)
+        args = [self.ev(a) for a in node.args]
+        kwargs = {kw.arg: self.ev(kw.value) for kw in node.keywords}
+        if receiver is not None:
+            assert isinstance(func, ast.Attribute)
+            result = self._method_call(node, func, receiver, args, kwargs)
+        else:
+            assert callee is not None
+            result = self._call(node, callee, args, kwargs)
+        if self.hot and self.reporting:
+            for arg in args:  # closures handed to `optimizer.step(closure)` and the like
+                if arg.kind is Kind.FUNC:
+                    target = self._local_function(arg.ref)
+                    if target is not None:
+                        self.file.note_call(self.func, target, {}, self.mode, True, "called from hot code")
+        return result
+
+    def _method_call(self, node: ast.Call, func: ast.Attribute, recv: Value,
+                     args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+        name = func.attr
+        kind = recv.kind
+        if kind is Kind.REF:
+            return self._qualified_call(f"{recv.ref}.{name}", node, args, kwargs)
+        if name == "backward" or name == "zero_grad":
+            self._mark_step(trains=True)
+        elif name == "step" and (kind is Kind.OPTIMIZER or is_optimizer_step_receiver(func.value)):
+            self._mark_step(trains=True)
+        if kind is Kind.TENSOR:
+            return self._tensor_method(name, node, recv)
+        if kind is Kind.BATCH:
+            if name in ("to", "cuda", "cpu", "pin_memory", "float", "half", "bfloat16"):
+                return recv.with_device(tensor_method_device(name, node, recv, self.qualname, self.value))
+            if name == "items":
+                return seq_of(tuple_of((PYTHON, recv)))
+            if name == "values":
+                return seq_of(recv)
+            if name == "keys":
+                return seq_of(PYTHON)
+            if name in ("get", "pop"):
+                return recv
+            return self._tensor_method(name, node, Value(Kind.TENSOR, device=recv.device))
+        if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
+            cls = self.file.classes.get(recv.ref) if recv.ref else None
+            if name in ("register_buffer", "register_parameter") and cls is not None:
+                self._register_attribute(cls, node, args)
+            if cls is not None:
+                method = cls.lookup_method(name)
+                # `self.loss(...)` in a base class runs the subclasses' `loss` too; a mixin
+                # calls what the classes mixing it in define.
+                overrides = self.file.overrides(cls, name) if kind is not Kind.CLASS else []
+                if method is not None or overrides:
+                    result: Value | None = None
+                    for target in ([method] if method is not None else []) + overrides:
+                        bound = kind is not Kind.CLASS or "classmethod" in target.decorators
+                        value = self._call_local(node, target, args, kwargs, bound=bound)
+                        result = value if result is None else join(result, value)
+                    assert result is not None
+                    return result
+                attr = cls.lookup_attr(name)
+                if attr is not None:
+                    if attr.kind is Kind.SEQ:
+                        return self._seq_method(func, attr, name, args)
+                    return self._call(node, attr, args, kwargs)
+            if kind is Kind.MODULE:
+                if name == "forward" or name in _MODEL_COMPUTE_METHODS:
+                    self._mark_step()  # `model.decode(ys, memory)` runs the model too
+                    return self._model_output(module_output(), args)
+                known = module_method_value(name)
+                if known.kind is not Kind.UNKNOWN:
+                    return known
+            return self._call_hinted(name, args, node)
+        if kind is Kind.NDARRAY:
+            return ndarray_method_value(name)
+        if kind is Kind.SEQ:
+            return self._seq_method(func, recv, name, args)
+        if kind in (Kind.OPTIMIZER, Kind.DEVICE, Kind.DTYPE, Kind.LOADER, Kind.NONE):
+            return PYTHON
+        if kind is Kind.PYTHON:
+            if name in ("item", "tolist", "format", "join", "split", "strip", "upper", "lower",
+                        "replace", "startswith", "endswith", "encode", "decode", "keys"):
+                return PYTHON
+            if recv.elem is not None:  # a dict whose values are known
+                if name in ("get", "pop", "setdefault"):
+                    return recv.elem
+                if name == "values":
+                    return seq_of(recv.elem)
+                if name == "items":
+                    return seq_of(tuple_of((PYTHON, recv.elem)))
+            return UNKNOWN
+        if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):
+            self._note_project_method(recv, name, call_signature(node, args, kwargs))
+        # UNKNOWN receiver: a tensor-only method proves it is a tensor.
+        if name in TENSOR_ONLY_METHODS:
+            if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
+                self.env[func.value.id] = TENSOR
+            return self._tensor_method(name, node, TENSOR)
+        if name == "to":
+            return self._tensor_method(name, node, TENSOR)
+        if name == "cpu":  # a tensor (or a module) now in host memory: `model.generate(x).cpu()`
+            return Value(Kind.TENSOR, device="cpu")
+        if name == "numpy":
+            return NDARRAY
+        if name == "tolist":
+            return PYTHON
+        return self._call_hinted(name, args, node)
+
+    def _tensor_method(self, name: str, node: ast.Call, recv: Value) -> Value:
+        value = tensor_method_value(name, node, recv, self.qualname)
+        if value.kind is Kind.TENSOR:
+            return value.with_device(tensor_method_device(name, node, recv, self.qualname, self.value))
+        if value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.TENSOR:
+            return Value(Kind.SEQ, elem=value.elem.with_device(recv.device))  # `x.sort()`, `x.max(1)`
+        return value
+
+    def _call_hinted(self, name: str, args: list[Value] | None = None, node: ast.Call | None = None) -> Value:
+        """`trainer.model(x)`, `self.criterion(out, y)`: the attribute's name says it is a module."""
+        if node is not None and _tokenizer_call(node):
+            return _HOST_BATCH
+        hint = hint_for_name(name)
+        if hint is not None and hint.kind is Kind.MODULE:
+            self._mark_step()
+            return self._model_output(module_output(hint.loss), args or [])
+        return UNKNOWN
+
+    def _model_output(self, result: Value, args: list[Value]) -> Value:
+        """In a file that never mentions an accelerator, a model given CPU tensors (batches of
+        a DataLoader, `torch.from_numpy(...)`) computes on the CPU: a script that trains on
+        the CPU waits for no GPU."""
+        if not self.file.host_only or result.kind not in (Kind.TENSOR, Kind.BATCH):
+            return result
+        tensors = [a for a in args if a.kind in (Kind.TENSOR, Kind.BATCH)]
+        if tensors and all(a.on_cpu for a in tensors):
+            return result.with_device("cpu")
+        return result
+
+    def _register_attribute(self, cls: ClassInfo, node: ast.Call, args: list[Value]) -> None:
+        """`self.register_buffer("name", t)` makes `self.name` a tensor."""
+        if self.mode != SUMMARY or not node.args:
+            return
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            value = args[1] if len(args) > 1 and args[1].kind is Kind.TENSOR else TENSOR
+            # Buffers and parameters move with the module (`model.cuda()`): device unknown.
+            self._set_attr(cls, first.value, value.with_device(None))
+
+    def _seq_method(self, func: ast.Attribute, recv: Value, name: str, args: list[Value]) -> Value:
+        if name in ("append", "extend", "insert") and args and isinstance(func.value, ast.Name):
+            added = args[-1] if name != "extend" else element_of(args[-1])
+            old = recv.elem
+            elem = added if old is None else join(old, added)
+            self.env[func.value.id] = Value(Kind.SEQ, elem=elem)
+            return NONE
+        if name == "pop":
+            return recv.elem or UNKNOWN
+        if name in ("index", "count"):
+            return PYTHON
+        if name == "copy":
+            return recv
+        return NONE
+
+    def _call(self, node: ast.Call, callee: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+        kind = callee.kind
+        if kind is Kind.UNKNOWN and _tokenizer_call(node):
+            return _HOST_BATCH
+        if kind is Kind.REF:
+            return self._qualified_call(callee.ref or "", node, args, kwargs)
+        if kind is Kind.FUNC:
+            target = self._local_function(callee.ref)
+            if target is not None:
+                return self._call_local(node, target, args, kwargs, bound=False)
+            return UNKNOWN
+        if kind is Kind.CLASS:
+            cls = self.file.classes.get(callee.ref or "")
+            if cls is None:
+                return UNKNOWN
+            init = cls.lookup_method("__init__")
+            if init is not None:
+                self._call_local(node, init, args, kwargs, bound=True)
+            return cls.instance()
+        if kind is Kind.MODULE:
+            if not (isinstance(node.func, ast.Name) and self.loops and node.func.id in self.loops[-1].targets):
+                self._mark_step()  # not `for encoder in encoders: encoder(x)`: a loop over models
+            cls = self.file.classes.get(callee.ref) if callee.ref else None
+            forward = cls.lookup_method("forward") if cls is not None else None
+            if forward is None and cls is not None:
+                forward = cls.lookup_method("__call__")
+            if forward is not None:
+                result = self._call_local(node, forward, args, kwargs, bound=True)
+                if result.kind is not Kind.UNKNOWN and result.kind is not Kind.NONE:
+                    return self._model_output(result, args)
+            return self._model_output(module_output(callee.loss), args)
+        if kind is Kind.OBJECT:
+            cls = self.file.classes.get(callee.ref) if callee.ref else None
+            call = cls.lookup_method("__call__") if cls is not None else None
+            if call is not None:
+                return self._call_local(node, call, args, kwargs, bound=True)
+            return UNKNOWN
+        if kind is Kind.UNKNOWN and callee.ref is not None and callee.ref.startswith(PROJECT_CLASS):
+            # `self.matcher(quality)` runs `Matcher.__call__`; `self.block(x)` runs a module's
+            # forward, hot in its file anyway: no seed (each seed re-analyzes a file)
+            if not is_module_base(callee.ref):
+                self._note_project_method(callee, "__call__", call_signature(node, args, kwargs))
+            return UNKNOWN
+        if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name) and is_loss_function_name(node.func.id):
+            return TENSOR
+        return UNKNOWN
+
+    def _note_project_method(self, instance: Value, method: str, signature: str) -> None:
+        """A method of a class from another project file, called from hot code: hot there."""
+        if self.hot and self.reporting and instance.ref is not None:
+            self.file.external_hot_calls.add(f"{instance.ref[len(PROJECT_CLASS):]}.{method}{signature}")
+
+    def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],
+                        kwargs: dict[str | None, Value]) -> Value:
+        if qualname in ("builtins.next", "builtins.iter") and args and args[0].kind is Kind.LOADER:
+            if qualname == "builtins.next":
+                self._mark_step(trains=True)  # `next(loader_iter)`: a loop over the data
+        if self.hot and self.reporting and may_be_project_function(qualname):
+            self.file.external_hot_calls.add(qualname + call_signature(node, args, kwargs))
+        value = external_call_value(qualname, node, args, self.qualname)
+        if value.kind is Kind.UNKNOWN and may_be_project_function(qualname) \
+                and qualname.rsplit(".", 1)[-1][:1].isupper():
+            # `ConfusionMatrix(nc)` from the user's `utils.metrics`: remember the class, so
+            # its methods called every step are hot in their own file (the project pass)
+            return Value(Kind.UNKNOWN, ref=PROJECT_CLASS + qualname)
+        if qualname.startswith("torch."):
+            if value.kind is Kind.TENSOR:
+                if qualname.startswith("torch.Tensor.") and args:
+                    device = tensor_method_device(qualname.rsplit(".", 1)[1], node, args[0], self.qualname, self.value)
+                elif qualname.count(".") == 1:
+                    device = torch_call_device(qualname[6:], node, args, self.qualname, self.value)
+                elif qualname in MODULE_STATE_CONSTRUCTORS:
+                    device = None
+                else:
+                    device = merged_device(args)
+                value = value.with_device(device)
+            elif value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.TENSOR:
+                # tuples of tensors (`torch.sort`, `torch.linalg.lstsq`): where the inputs are
+                device = merged_device(args)
+                value = Value(Kind.SEQ, elem=value.elem.with_device(device))
+            elif value.kind is Kind.LOADER:
+                batch = Value(Kind.BATCH, data=True, device="cpu", origin=node)
+                value = Value(Kind.LOADER, elem=batch, origin=node)
+            elif value.kind is Kind.DEVICE and node.args:
+                value = value.with_device(device_of_expr(node.args[0], self.qualname, self.value))
+        return value
+
+    def _local_function(self, name: str | None) -> FunctionInfo | None:
+        if name is None:
+            return None
+        # Nested functions visible from here, innermost first, then module level.
+        scope: FunctionInfo | None = self.func
+        local = self.file.local_functions
+        while scope is not None:
+            found = local.get((id(scope), name))
+            if found is not None:
+                return found
+            scope = scope.parent
+        return local.get((0, name))
+
+    def _call_local(self, node: ast.Call, target: FunctionInfo, args: list[Value],
+                    kwargs: dict[str | None, Value], bound: bool) -> Value:
+        if self.mode == SUMMARY:
+            self.file.ensure_summary(target)
+        binding = self._bind(target, node, args, kwargs, bound) if not self.silent else {}
+        if self.mode == SUMMARY:
+            target.local_calls += 1
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                target.opaque_calls = True  # `f(*args, **kwargs)` may pass anything
+        if not self.silent:
+            reason = f"called from hot code in `{self.func.name}`"
+            self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
+        if target.steps and not target.loops_steps and not self.file.is_test(target):
+            self._mark_step()  # `self.fit_batch(batch)`, `next_token(model, x)`
+        if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
+            self.loops[-1].nested_data = True
+        result = target.result
+        if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            annotated = annotation_value(target.node.returns)
+            if annotated is not None:
+                return annotated
+        return result
+
+    def _bind(self, target: FunctionInfo, node: ast.Call, args: list[Value],
+              kwargs: dict[str | None, Value], bound: bool) -> dict[str, Value]:
+        fnode = target.node
+        if not isinstance(fnode, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return {}
+        params = [a.arg for a in fnode.args.posonlyargs + fnode.args.args]
+        if bound and target.is_method and params:
+            params = params[1:]
+        binding: dict[str, Value] = {}
+        for index, (arg_node, value) in enumerate(zip(node.args, args)):
+            if isinstance(arg_node, ast.Starred) or index >= len(params):
+                break
+            binding[params[index]] = value
+        for key, value in kwargs.items():
+            if key is not None:
+                binding[key] = value
+        return binding
+
+    def _mark_step(self, trains: bool = False) -> None:
+        """The code being walked runs the model (or, `trains`, runs the backward pass, steps
+        the optimizer or takes the next batch): a training or inference step."""
+        if self.loops:
+            self.loops[-1].direct_markers = True
+            if trains:
+                self.loops[-1].train_markers = True
+        else:
+            self.func.steps = True  # one call of this function is one step
+
+
+# Calls are expressions: `ExpressionInterpreter.ev` hands them to this layer.
+EXPR_HANDLERS[ast.Call] = CallInterpreter.ev_Call

@@ -1,0 +1,228 @@
+"""What one file defines, and the state its walkers share.
+
+`FileFacts` collects the module's defs and classes once (which functions loop; which classes
+are modules, losses, optimizers, data pipelines...) and holds what the passes learn as they
+go: the module's environment, the calls between the file's functions, the calls into other
+project files. `analysis.FileAnalysis` runs the passes on top of it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable, Protocol
+
+from .environment import Env, import_bindings
+from .hotness import CACHING_DECORATORS, COLD_METHODS, is_test_function_name
+from .project_calls import parse_hot_function_seeds
+from .records import SUMMARY, ClassInfo, FunctionInfo
+from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
+from .values import Kind, Value, join
+
+# A rule's `visit_<Type>` method: called with the node and the rules' context.
+Visitor = Callable[[ast.AST, Any], None]
+
+
+class RuleHost(Protocol):
+    """What the walkers need of the context handed to rules (`context.RuleContext`, one
+    layer up): to be told which walker is asking, and which rule and node it enters."""
+
+    _walker: Any
+
+    def _enter(self, visitor: object, node: ast.AST) -> None: ...
+
+
+class FileFacts:
+    """What one parsed file defines, and what its passes have learned so far."""
+
+    def __init__(
+        self,
+        tree: ast.Module,
+        dispatch: dict[type, list[Visitor]] | None = None,
+        hot_only: dict[Callable, bool] | None = None,
+        hot_functions: frozenset[str] = frozenset(),
+        test_file: bool = False,
+        host_only: bool = False,
+        transforms_file: bool = False,
+    ) -> None:
+        self.tree = tree
+        self.test_file = test_file  # pytest's file: its `test_*` functions are tests
+        # The file never names an accelerator or a device: what it builds stays on the CPU.
+        self.host_only = host_only
+        # `transforms/` or `transforms.py`: its classes are data transforms (run in the
+        # DataLoader's workers), even when they subclass nn.Module
+        self.transforms_file = transforms_file
+        # module-level functions other files call every step (the project pass)
+        # "name" or "Class.method" -> the argument kinds other files pass ("f(t,-)": see
+        # `call_signature`)
+        self.hot_functions: dict[str, list[str]] = parse_hot_function_seeds(hot_functions)
+        # qualified names called from hot code that may be functions of other project files
+        self.external_hot_calls: set[str] = set()
+        self.dispatch = dispatch or {}
+        self.hot_only = hot_only or {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: list[FunctionInfo] = []
+        self.local_functions: dict[tuple[int, str], FunctionInfo] = {}
+        self.module = FunctionInfo("<module>", tree)
+        self.module_env: Env = {}
+        self.context: RuleHost | None = None
+        self.imports_torch = False
+        self.cold_rules_enabled = any(not v for v in self.hot_only.values())
+        self._subclasses: dict[int, list[ClassInfo]] | None = None
+        self._collect(tree.body, parent=None, cls=None)
+        self._link_classes()
+
+    # ----------------------------------------------------------------- declarations
+    def _collect(self, body: list[ast.stmt], parent: FunctionInfo | None, cls: ClassInfo | None) -> None:
+        """Record every def and class, and whether each function contains a loop."""
+        stack: list[tuple[ast.AST, FunctionInfo | None, ClassInfo | None]] = [
+            (stmt, parent, cls) for stmt in reversed(body)
+        ]
+        expressions: list[tuple[FunctionInfo, ast.AST]] = []
+        while stack:
+            node, owner, owner_cls = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                decorators = frozenset(decorator_name(d) for d in node.decorator_list)
+                info = FunctionInfo(node.name, node, cls=owner_cls, parent=owner, decorators=decorators)
+                self.functions.append(info)
+                if owner_cls is not None:
+                    owner_cls.methods.setdefault(node.name, info)
+                else:
+                    self.local_functions[(id(owner) if owner else 0, node.name)] = info
+                node._perflint_info = info  # type: ignore[attr-defined]
+                stack.extend((child, info, None) for child in reversed(node.body))
+                continue
+            if isinstance(node, ast.ClassDef):
+                bases = [dotted(b) for b in node.bases]
+                info_c = ClassInfo(node.name, node, [b for b in bases if b],
+                                   top_level=owner is None and owner_cls is None)
+                self.classes.setdefault(node.name, info_c)
+                node._perflint_info = info_c  # type: ignore[attr-defined]
+                stack.extend((child, owner, info_c) for child in reversed(node.body))
+                continue
+            target = owner or self.module
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                target.has_loop = True
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = node.module if isinstance(node, ast.ImportFrom) else None
+                names = [module or ""] + [a.name for a in node.names]
+                if any(n == "torch" or n.startswith("torch.") for n in names):
+                    self.imports_torch = True
+            # Statements are walked here, in the same order as always (it decides which of
+            # two same-named defs wins); expressions hold no statements, only comprehensions,
+            # so they are scanned afterwards and only for functions not yet known to loop.
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    stack.append((child, owner, owner_cls))
+                elif isinstance(child, SCANNED) and not target.has_loop:
+                    expressions.append((target, child))
+        for target, expr in expressions:
+            if not target.has_loop and contains_comprehension(expr):
+                target.has_loop = True
+
+    def _link_classes(self) -> None:
+        for cls in self.classes.values():
+            for base in cls.base_names:
+                local = self.classes.get(base.rsplit(".", 1)[-1]) if "." not in base else None
+                if local is not None and local is not cls:
+                    cls.local_bases.append(local)
+        for cls in self.classes.values():
+            cls.is_module = self.class_is(cls, is_module_base)
+            cls.is_loss = cls.name.endswith("Loss") or self.class_is(cls, lambda b: b.endswith("Loss"))
+            cls.is_optimizer = self.class_is(cls, lambda b: b.endswith("Optimizer"))
+            cls.is_scheduler = cls.name.endswith("Scheduler") or self.class_is(cls, lambda b: b.endswith("Scheduler"))
+            cls.is_metric = cls.name.endswith("Metric") or self.class_is(cls, lambda b: b.endswith("Metric"))
+            cls.is_data_pipeline = self.transforms_file or self.class_is(cls, _is_data_pipeline_base)
+            cls.is_autograd_function = self.class_is(
+                cls, lambda b: b in ("Function", "torch.autograd.Function", "autograd.Function")
+            )
+
+    def is_test(self, func: FunctionInfo) -> bool:
+        """A pytest test function (`test_*` in a test file): it checks, it does not train."""
+        return self.test_file and is_test_function_name(func.name)
+
+    def overrides(self, cls: ClassInfo, name: str) -> list[FunctionInfo]:
+        """Methods called `name` that classes derived from `cls` in this file define."""
+        if self._subclasses is None:
+            self._subclasses = {}
+            for sub in self.classes.values():
+                for base in sub.lineage():
+                    if base is not sub:
+                        self._subclasses.setdefault(id(base), []).append(sub)
+        return [sub.methods[name] for sub in self._subclasses.get(id(cls), []) if name in sub.methods]
+
+    def class_is(self, cls: ClassInfo, predicate: Callable[[str], bool]) -> bool:
+        seen: set[int] = set()
+        stack = [cls]
+        while stack:
+            c = stack.pop()
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            if any(predicate(b) for b in c.base_names):
+                return True
+            stack.extend(c.local_bases)
+        return False
+
+    def _module_declarations(self) -> Env:
+        """Names bound by module-level imports, defs and classes (also under if / try)."""
+        env: Env = {}
+        stack: list[ast.stmt] = list(reversed(self.tree.body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                env.update(import_bindings(node))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if getattr(node, "_perflint_info", None) is not None:
+                    env[node.name] = Value(Kind.FUNC, ref=node.name)
+            elif isinstance(node, ast.ClassDef):
+                if getattr(node, "_perflint_info", None) is not None:
+                    env[node.name] = Value(Kind.CLASS, ref=node.name)
+            elif isinstance(node, (ast.If, ast.Try)) or type(node).__name__ == "TryStar":
+                children = list(node.body) + list(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    children.extend(handler.body)
+                children.extend(getattr(node, "finalbody", []))
+                stack.extend(reversed(children))
+        return env
+
+    # ----------------------------------------------------------------- call graph
+    def note_call(self, caller: FunctionInfo, callee: FunctionInfo, binding: dict[str, Value],
+                  mode: int, hot: bool, reason: str) -> None:
+        if mode == SUMMARY:
+            if callee not in caller.callees:
+                caller.callees.append(callee)
+            target = callee.summary_arg_values
+        else:
+            target = callee.arg_values
+        for name, value in binding.items():
+            old = target.get(name)
+            target[name] = value if old is None else join(old, value)
+        if mode == SUMMARY:
+            return
+        if hot and not callee.hot and callee.name not in COLD_METHODS and not self.is_test(callee) \
+                and not callee.decorators & CACHING_DECORATORS:
+            callee.hot, callee.hot_reason = True, reason
+
+    def ensure_summary(self, func: FunctionInfo) -> None:
+        """Interpret `func` for its summary, unless that is done or under way: the walkers
+        call it before they use a callee's summary (`analysis.FileAnalysis` does the work)."""
+        raise NotImplementedError
+
+
+def _is_data_pipeline_base(base: str) -> bool:
+    last = base.rsplit(".", 1)[-1]
+    return last.endswith(("Dataset", "Transform")) or last in ("IterableDataset", "Sampler")
+
+
+def is_rnn_base(base: str) -> bool:
+    return base.rsplit(".", 1)[-1] in ("RNNBase", "RNN", "LSTM", "GRU")
+
+
+def is_module_base(base: str) -> bool:
+    last = base.rsplit(".", 1)[-1]
+    return (
+        base in ("nn.Module", "torch.nn.Module", "Module", "LightningModule", "pl.LightningModule")
+        or last.endswith(("Module", "Model", "Layer", "Block", "Loss", "Net", "Network", "Encoder",
+                          "Decoder", "Head", "Backbone"))
+        or base.startswith(("nn.", "torch.nn."))
+    )

@@ -1,0 +1,211 @@
+"""The bottom layer of the walker: one function body (or the module body) being interpreted.
+
+The walker is built in layers, each in its own module and each a subclass of the one
+below: `Frame` (the state of one walk: the environment, parameters, names, `self.<attr>`,
+and handing nodes to the rules that asked for them), `expressions.ExpressionInterpreter`
+(values of expressions and assignment targets), `call_interpreter.CallInterpreter` (calls)
+and `walker.Walker` (statements, loops and branches; the one that is run).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .calls import BUILTIN_NAMES
+from .environment import Env, annotation_value
+from .file_facts import FileFacts
+from .hints import hint_for_name
+from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, LoopInfo
+from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
+
+_CONVENTIONAL_ALIASES = {
+    "torch": "torch",
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "np": "numpy",
+    "numpy": "numpy",
+    "pd": "pandas",
+}
+_SELF_ATTR = "self."
+
+
+class Frame:
+    """The state of one walk over one function body, and what its names hold."""
+
+    def __init__(self, file: FileFacts, func: FunctionInfo, mode: int) -> None:
+        self.file = file
+        self.func = func
+        self.mode = mode
+        self.env: Env = {}
+        self.silent = 0
+        self.hot = False
+        self.loops: list[LoopInfo] = []
+        self.memo: dict[ast.AST, Value] = {}
+        self.stmt: ast.stmt | None = None
+        self.cls_scope: ClassInfo | None = None
+        self.self_name: str | None = None  # a method's `self` parameter
+        self._outer = self._outer_envs()
+
+    # ----------------------------------------------------------------- set-up
+    def _outer_envs(self) -> list[Env]:
+        envs: list[Env] = []
+        parent = self.func.parent
+        while parent is not None:
+            env = parent.env if self.mode == REPORT and parent.env is not None else parent.summary_env
+            if env:
+                envs.append(env)
+            parent = parent.parent
+        if self.func.node is not self.file.tree:
+            envs.append(self.file.module_env)
+        return envs
+
+    @property
+    def reporting(self) -> bool:
+        return self.mode == REPORT and not self.silent
+
+    def _bind_parameters(self, node: FunctionNode) -> None:
+        args = node.args
+        positional = list(args.posonlyargs) + list(args.args)
+        defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        params = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
+        func = self.func
+        for index, (arg, default) in enumerate(params):
+            if index == 0 and func.cls is not None and arg in positional[:1]:
+                if "staticmethod" not in func.decorators:
+                    if "classmethod" in func.decorators:
+                        self.env[arg.arg] = Value(Kind.CLASS, ref=func.cls.name)
+                    elif func.cls.is_autograd_function:
+                        self.env[arg.arg] = Value(Kind.OBJECT)
+                    else:
+                        self.env[arg.arg] = func.cls.instance()
+                        self.self_name = arg.arg
+                    continue
+            self.env[arg.arg] = self._parameter_value(arg, default)
+        for extra in (args.vararg, args.kwarg):
+            if extra is not None:
+                self.env[extra.arg] = Value(Kind.SEQ) if extra is args.vararg else PYTHON
+
+    def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
+        annotated = annotation_value(arg.annotation)
+        passed = None
+        if self.mode == REPORT:
+            name = arg.arg
+            passed = self.func.arg_values.get(name) or self.func.summary_arg_values.get(name)
+            if passed is None and self._always_default(name, default):
+                return NONE if default.value is None else PYTHON  # type: ignore[union-attr]
+        if annotated is not None and annotated.kind is not Kind.NONE:
+            # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
+            if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
+                return passed
+            if passed is not None and passed.kind is annotated.kind:
+                return passed  # same kind, and what callers pass knows more (device, origin)
+            return annotated
+        if self.mode == REPORT:
+            if passed is not None and passed.kind is not Kind.UNKNOWN:
+                return passed
+        if isinstance(default, ast.Constant) and default.value is not None:
+            return PYTHON  # `local_loss=False` is a flag, whatever its name says
+        hint = hint_for_name(arg.arg, parameter=True)
+        if hint is not None:
+            return hint
+        if default is not None:
+            if isinstance(default, ast.Constant):
+                return NONE
+            if isinstance(default, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)):
+                return PYTHON
+        elif arg.annotation is None and self._is_forward_input():
+            return TENSOR
+        return UNKNOWN
+
+    def _always_default(self, name: str, default: ast.expr | None) -> bool:
+        """A private helper (`_get_values`) that every caller in this file calls without
+        this argument: it holds its default (`value=None`, not the `Optional[Tensor]` its
+        annotation allows)."""
+        func = self.func
+        return (isinstance(default, ast.Constant) and func.name.startswith("_") and not func.name.startswith("__")
+                and func.local_calls > 0 and not func.opaque_calls and not func.foreign_callers
+                and name not in func.summary_arg_values)
+
+    def _is_forward_input(self) -> bool:
+        func = self.func
+        return func.name == "forward" and func.cls is not None and func.cls.is_module
+
+    # ----------------------------------------------------------------- names
+    def lookup(self, name: str) -> Value:
+        value = self.env.get(name)
+        if value is not None:
+            return value
+        for env in self._outer:
+            value = env.get(name)
+            if value is not None:
+                return value
+        if name in BUILTIN_NAMES:
+            return ref("builtins." + name)
+        # A free name: conventional module aliases (snippets, notebook cells), else its name.
+        module = _CONVENTIONAL_ALIASES.get(name)
+        if module is not None:
+            return ref(module)
+        return hint_for_name(name) or UNKNOWN
+
+    def bind(self, name: str, value: Value) -> None:
+        if value.kind is Kind.UNKNOWN:
+            hint = hint_for_name(name)
+            if hint is not None:
+                value = hint
+        self.env[name] = value
+        if self.cls_scope is not None and self.mode == SUMMARY:
+            self._set_attr(self.cls_scope, name, value)
+
+    def _set_attr(self, cls: ClassInfo, name: str, value: Value) -> None:
+        old = cls.attrs.get(name)
+        cls.attrs[name] = value if old is None else join(old, value)
+
+    # `self.<attr>` inside a method is tracked like a local variable (under the key
+    # "self.<attr>", which no identifier can clash with): a later assignment replaces an
+    # earlier one (`self.sigmas = torch.cat(...)` then `self.sigmas = self.sigmas.to("cpu")`),
+    # and what the method leaves behind, on every path, is what the class's attribute holds.
+    def _self_attr_key(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and self.self_name is not None and node.value.id == self.self_name:
+            return _SELF_ATTR + node.attr
+        return None
+
+    def _commit_self_attrs(self) -> None:
+        cls = self.func.cls
+        if cls is None or self.self_name is None:
+            return
+        for key, value in self.env.items():
+            if key.startswith(_SELF_ATTR):
+                self._set_attr(cls, key[len(_SELF_ATTR):], value)
+
+    def qualname(self, node: ast.expr) -> str | None:
+        """The qualified name an expression refers to (`T.nonzero` -> "torch.nonzero")."""
+        if isinstance(node, ast.Name):
+            value = self.memo.get(node) or self.lookup(node.id)
+            return value.ref if value.kind is Kind.REF else None
+        if isinstance(node, ast.Attribute):
+            base = self.qualname(node.value)
+            return f"{base}.{node.attr}" if base else None
+        return None
+
+    def value(self, node: ast.expr) -> Value:
+        """The value computed for `node` in this pass (rules' view)."""
+        value = self.memo.get(node)
+        if value is not None:
+            return value
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id)
+        return UNKNOWN
+
+    # ----------------------------------------------------------------- rules
+    def _dispatch(self, node: ast.AST) -> None:
+        rules = self.file.dispatch.get(type(node))
+        if rules and self.reporting:
+            ctx = self.file.context
+            assert ctx is not None
+            ctx._walker = self
+            hot = self.hot
+            for rule in rules:
+                if hot or not self.file.hot_only.get(rule, True):
+                    ctx._enter(rule, node)
+                    rule(node, ctx)

@@ -1,0 +1,134 @@
+"""Hot-path decisions over the analysis' records: which functions are hot by themselves,
+which loops are step loops, and which blocks inside a hot region still run only once.
+
+The walkers ask these while they interpret; the name tables and the shape tests that need
+no values are in `hotness`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Mapping
+
+from .hotness import (
+    COLD_METHODS,
+    FEW_STEPS,
+    HOT_METHODS,
+    STEP_COUNTER,
+    is_loss_function_name,
+    terminates,
+)
+from .records import FunctionInfo, LoopInfo
+from .values import Kind, Value
+
+
+# ----------------------------------------------------------------- functions
+def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports_torch: bool,
+                is_test: bool) -> str:
+    """Why `func` runs every step whoever calls it in this file ("" when nothing says so):
+    a module's `forward`, a loss, an optimizer's `step`, a function other files call every
+    step (`hot_functions`). `is_test`: it is a test function."""
+    name, cls = func.name, func.cls
+    if name in COLD_METHODS or is_test:
+        return ""  # `__init__`; `test_ctc_loss` tests a loss, it is not one
+    if cls is None and func.parent is None and name in hot_functions:
+        return f"`{name}` is called every step from another module"
+    if cls is not None:
+        if cls.top_level and f"{cls.name}.{name}" in hot_functions:
+            return f"`{cls.name}.{name}` is called every step from another module"
+        if cls.is_autograd_function and name in ("forward", "backward"):
+            return f"autograd Function `{cls.name}.{name}`"
+        if cls.is_data_pipeline:
+            return ""  # `BaseTransform.forward(data)` runs in the data pipeline
+        if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or imports_torch):
+            return f"`{cls.name}.{name}` runs every step"
+        if name == "__call__" and cls.is_loss:
+            return f"loss `{cls.name}.__call__`"
+        if name == "step" and cls.is_optimizer:
+            return f"optimizer `{cls.name}.step`"
+        if name == "step" and cls.is_scheduler:
+            return f"scheduler `{cls.name}.step` runs every (denoising) step"
+        if name in ("update", "_update") and cls.is_metric:
+            return f"metric `{cls.name}.{name}` runs every batch"
+        if is_loss_function_name(name) and (cls.is_module or imports_torch) and not func.loops_steps:
+            return f"loss method `{cls.name}.{name}`"
+        return ""
+    # `train_cosine_loss(model, loader)` loops over the data: a training routine
+    if func.parent is None and is_loss_function_name(name) and imports_torch and not func.loops_steps:
+        return f"loss function `{name}`"
+    return ""
+
+
+def in_test_or_data_pipeline(func: FunctionInfo | None, is_test: Callable[[FunctionInfo], bool]) -> bool:
+    """A test (`def test_...` in a test file, a `unittest.TestCase` method): its loops check results,
+    they are not a training or inference loop. Nor are the loops of a dataset's or a
+    data transform's methods (`Dataset.process()` preparing files once)."""
+    while func is not None:
+        if is_test(func):
+            return True
+        if func.cls is not None and (func.cls.is_data_pipeline or any(
+                b.rsplit(".", 1)[-1] == "TestCase" for b in func.cls.base_names)):
+            return True
+        func = func.parent
+    return False
+
+
+# ----------------------------------------------------------------- loops
+def is_data(iterable: Value, elem: Value) -> bool:
+    """Does iterating this yield batches of data (a DataLoader, `enumerate(loader)`, ...)?"""
+    if iterable.kind is Kind.LOADER or elem.data:
+        return True
+    if elem.kind is Kind.SEQ and elem.items is not None:
+        return any(item.data for item in elem.items)
+    return False
+
+
+def is_step_loop(loop: LoopInfo) -> bool:
+    """Does one iteration of `loop` run one step (read after the pre-walk of its body has
+    filled its markers in)?"""
+    # A loop over the data is. A loop around a loop over the data is an epoch loop: the
+    # model calls in its own body (validation) run once per epoch.
+    return loop.data or (loop.direct_markers and not loop.nested_data and (
+        # A loop that only runs a model (`vae.decode`) around a loop that runs one per
+        # step (the denoising loop) is a loop over chunks, not over steps; one that also
+        # steps the optimizer around a micro-batch loop is the training loop.
+        loop.train_markers or not loop.nested_markers))
+
+
+# ----------------------------------------------------------------- blocks
+def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.expr], Value]) -> bool:
+    """`if step == 0:` / `if batch_idx < 3:` on a step counter runs once (or a few
+    times), not every step. `x.ndim == 4`, `B == 1` or the index of a loop over layers
+    are not step counters: what they guard runs every step."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+        op = {ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
+    if not (isinstance(right, ast.Constant) and type(right.value) is int):
+        return False
+    if not (isinstance(op, ast.Eq) or (isinstance(op, (ast.Lt, ast.LtE)) and right.value <= FEW_STEPS)):
+        return False
+    if not isinstance(left, (ast.Name, ast.Attribute)):
+        return False
+    if value_of(left).kind is not Kind.PYTHON:
+        return False
+    if isinstance(left, ast.Name):
+        loop = next((lp for lp in reversed(loops) if left.id in lp.counters), None)
+        if loop is not None:  # the index of the step loop, not of a loop inside the step
+            return loop.root_hot or loop.data
+        return bool(STEP_COUNTER.search(left.id.lower()))
+    return bool(STEP_COUNTER.search(left.attr.lower()))
+
+
+def leaves_hot_region(body: list[ast.stmt], loops: list[LoopInfo], func_hot: bool) -> bool:
+    """A block that raises, or leaves the loop that makes this region hot, runs once."""
+    jump = terminates(body)
+    if jump is ast.Raise:
+        return True
+    if jump is ast.Break:
+        return bool(loops) and loops[-1].root_hot
+    if jump is ast.Return:
+        return not func_hot and any(loop.root_hot for loop in loops)
+    return False

@@ -1,0 +1,383 @@
+"""Statements, the walker's top layer (see `frame`): blocks, branches, loops, `try` /
+`with` / `match`, definitions, and which of them run every step.
+
+`Walker` is what `analysis.FileAnalysis` runs: once per function for its summary, and again
+for the report, when the rules' visitors are called on the nodes they asked for.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+from .call_interpreter import CallInterpreter
+from .environment import (
+    Env,
+    annotation_value,
+    cpu_check_subject,
+    import_bindings,
+    isinstance_value,
+    join_env,
+    tensor_check_subject,
+)
+from .hot_regions import in_test_or_data_pipeline, is_data, is_once_test, is_step_loop, leaves_hot_region
+from .hotness import (
+    eager_truth,
+    few_iterations,
+    is_cache_hit_return,
+    is_lazy_init,
+    is_throttled_test,
+    loop_counters,
+    terminates,
+)
+from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
+from .syntax import dotted, pattern_names
+from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join
+
+
+class Walker(CallInterpreter):
+    """Interprets one function body (or the module body) in one pass."""
+
+    def run(self) -> None:
+        func, node = self.func, self.func.node
+        if isinstance(node, ast.Module):
+            self.body(node.body)
+        else:
+            self._bind_parameters(node)
+            self.hot = self.mode == REPORT and func.hot
+            self.body(node.body)
+        if self.mode == SUMMARY:
+            self._commit_self_attrs()
+            func.summary_env = self.env
+        else:
+            func.env = self.env
+
+    # ----------------------------------------------------------------- statements
+    def body(self, stmts: list[ast.stmt]) -> None:
+        hot = self.hot
+        for index, stmt in enumerate(stmts):
+            handler = STMT_HANDLERS.get(type(stmt))
+            previous = self.stmt
+            self.stmt = stmt
+            if handler is None:
+                self._stmt_generic(stmt)
+            else:
+                handler(self, stmt)
+            self.stmt = previous
+            if self.hot and is_cache_hit_return(stmts, index):
+                self.hot = False  # the rest computes a cached value: once per key, not per step
+            if self.hot and terminates([stmt]) is not None:
+                self.hot = False  # after `raise` / `assert False` / `return`: never runs
+        self.hot = hot
+
+    def _stmt_generic(self, stmt: ast.stmt) -> None:
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.ev(child)
+        self._dispatch(stmt)
+
+    def st_Expr(self, node: ast.Expr) -> None:
+        self.ev(node.value)
+        self._dispatch(node)
+
+    def st_Assign(self, node: ast.Assign) -> None:
+        value = self.ev(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+        self._dispatch(node)
+
+    def st_AnnAssign(self, node: ast.AnnAssign) -> None:
+        value = self.ev(node.value) if node.value is not None else None
+        annotated = annotation_value(node.annotation)
+        if value is None or value.kind in (Kind.UNKNOWN, Kind.NONE):
+            value = annotated or value or UNKNOWN
+        if node.value is not None or annotated is not None:
+            self.assign(node.target, value)
+        self._dispatch(node)
+
+    def st_AugAssign(self, node: ast.AugAssign) -> None:
+        current = self._current_value(node.target)
+        value = self.ev(node.value)
+        result = self.binop(current, node.op, value, node.target, node.value)
+        self.assign(node.target, result, augmented=True)
+        self._dispatch(node)
+
+    def _current_value(self, target: ast.expr) -> Value:
+        if isinstance(target, ast.Name):
+            value = self.lookup(target.id)
+            if self.reporting:
+                self.memo[target] = value
+            return value
+        return self.ev(target)
+
+    def st_Return(self, node: ast.Return) -> None:
+        value = self.ev(node.value) if node.value is not None else NONE
+        if self.mode == SUMMARY:
+            self.func.returns = join(self.func.returns, value)
+            self._commit_self_attrs()  # this path's attributes: the merge drops its environment
+        self._dispatch(node)
+
+    def st_If(self, node: ast.If) -> None:
+        self.ev(node.test)
+        self._dispatch(node)
+        hot = self.hot
+        body_hot = hot and not is_throttled_test(node.test) \
+            and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node)
+        body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
+        else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
+        # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
+        eager = eager_truth(node.test, self.qualname)
+        body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
+        before = self.env
+        self.env = dict(before)
+        self._narrow(node.test)
+        self.hot = body_hot
+        self.body(node.body)
+        after_body = self.env
+        self.env = dict(before)
+        if isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):
+            self._narrow(node.test.operand)  # `if not isinstance(t, Tensor): ... else: <t is a tensor>`
+        self.hot = else_hot
+        self.body(node.orelse)
+        after_else = self.env
+        self.hot = hot
+        branches = [(node.body, after_body), (node.orelse, after_else)]
+        if eager is not None:
+            branches = [branches[0] if eager else branches[1]]
+        self.env = self._merge_branches(branches, before)
+
+    def _narrow(self, test: ast.expr) -> None:
+        """In `if isinstance(x, np.generic):` x is a numpy value, whatever it was before; in
+        `if not isinstance(t, torch.Tensor):` (or `not torch.is_tensor(t)`) t is not a tensor."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            for value in test.values:
+                self._narrow(value)
+            return
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            checked = tensor_check_subject(test.operand, self.qualname)
+            if checked is not None:
+                self.env[checked] = UNKNOWN_MAYBE_PYTHON
+            return
+        checked = tensor_check_subject(test, self.qualname)
+        if checked is not None and isinstance(test, ast.Call) and not (
+                isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
+            self.env[checked] = TENSOR  # `if torch.is_tensor(t):`
+            return
+        on_cpu = cpu_check_subject(test)
+        if on_cpu is not None:  # `if x.device.type == "cpu":` x lives in host memory here
+            current = self.lookup(on_cpu)
+            if current.kind in (Kind.TENSOR, Kind.BATCH, Kind.UNKNOWN):
+                base = current if current.kind is not Kind.UNKNOWN else TENSOR
+                self.env[on_cpu] = base.with_device("cpu")
+            return
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+                and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
+            return
+        types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        values = [isinstance_value(self.qualname(t) or dotted(t)) for t in types]
+        if values and all(v is not None for v in values):
+            narrowed = values[0]
+            for value in values[1:]:
+                narrowed = join(narrowed, value)  # type: ignore[arg-type]
+            self.env[test.args[0].id] = narrowed  # type: ignore[assignment]
+
+    def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
+        live = [env for stmts, env in branches if terminates(stmts) is None]
+        if not live:
+            return before
+        result = live[0]
+        for env in live[1:]:
+            result = join_env(result, env)
+        return result
+
+    def st_For(self, node: ast.For | ast.AsyncFor) -> None:
+        iterable = self.ev(node.iter)
+        self._dispatch(node)
+        elem = element_of(iterable)
+        few = few_iterations(node.iter)
+        data = is_data(iterable, elem) and not few
+        targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None,
+                   counters=loop_counters(node), few=few, targets=targets)
+        self.body(node.orelse)
+
+    def st_While(self, node: ast.While) -> None:
+        def test() -> None:
+            self.ev(node.test)
+            self._dispatch(node)
+
+        self._loop(node, False, test, node.body, node.test)
+        self.body(node.orelse)
+
+    def _loop(self, node: ast.AST, data: bool, head: Callable[[], None], body: list[ast.stmt],
+              while_test: ast.expr | None, counters: frozenset[str] = frozenset(), few: bool = False,
+              targets: frozenset[str] = frozenset()) -> None:
+        info = LoopInfo(node, data, counters=counters, targets=targets)
+        before = self.env
+        hot_before = self.hot
+        if self.reporting:
+            # Pre-walk once, silently, to learn loop-carried values and step markers.
+            self.env = dict(before)
+            self.silent += 1
+            self.loops.append(info)
+            if while_test is not None:
+                self.ev(while_test)
+            else:
+                head()
+            self.body(body)
+            self.loops.pop()
+            self.silent -= 1
+            before = join_env(before, self.env)
+        # The pre-walk filled the markers in.
+        loop_hot = is_step_loop(info) and not few \
+            and not in_test_or_data_pipeline(self.func, self.file.is_test)
+        info.root_hot = loop_hot and not hot_before
+        self.hot = hot_before or loop_hot
+        self.env = dict(before)
+        self.loops.append(info)
+        head()
+        self.body(body)
+        self.loops.pop()
+        self.env = join_env(before, self.env)
+        self.hot = hot_before
+        if (info.data or info.train_markers) and not few:
+            self.func.loops_steps = True  # known now in both passes: the body has been walked
+        if self.loops and (info.direct_markers or info.nested_markers):
+            self.loops[-1].nested_markers = True
+        if self.loops and (info.data or info.nested_data):
+            self.loops[-1].nested_data = True
+
+    def st_Try(self, node: ast.Try) -> None:
+        before = self.env
+        self.env = dict(before)
+        self.body(node.body)
+        after_body = self.env
+        hot = self.hot
+        envs = [(node.body, after_body)]
+        for handler in node.handlers:
+            self.env = join_env(before, after_body)
+            self.hot = False  # exceptional paths do not run every step
+            if handler.type is not None:
+                self.ev(handler.type)
+            if handler.name:
+                self.env[handler.name] = PYTHON
+            self.body(handler.body)
+            envs.append((handler.body, self.env))
+        self.hot = hot
+        self.env = self._merge_branches(envs, before)
+        self.body(node.orelse)
+        self.body(node.finalbody)
+
+    def st_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.ev(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, UNKNOWN)
+        self._dispatch(node)
+        self.body(node.body)
+
+    def st_Match(self, node: ast.AST) -> None:
+        self.ev(node.subject)  # type: ignore[attr-defined]
+        before = self.env
+        envs = []
+        for case in node.cases:  # type: ignore[attr-defined]
+            self.env = dict(before)
+            for name in pattern_names(case.pattern):
+                self.env[name] = UNKNOWN
+            if case.guard is not None:
+                self.ev(case.guard)
+            self.body(case.body)
+            envs.append((case.body, self.env))
+        self.env = self._merge_branches(envs, before) if envs else before
+
+    def st_Raise(self, node: ast.Raise) -> None:
+        hot = self.hot
+        self.hot = False
+        for child in (node.exc, node.cause):
+            if child is not None:
+                self.ev(child)
+        self._dispatch(node)
+        self.hot = hot
+
+    def st_Assert(self, node: ast.Assert) -> None:
+        self.ev(node.test)
+        hot = self.hot
+        self.hot = False  # the message is only built when the assertion fails
+        if node.msg is not None:
+            self.ev(node.msg)
+        self.hot = hot
+        self._dispatch(node)
+
+    def st_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                self.env.pop(target.id, None)
+            else:
+                self.ev(target)
+        self._dispatch(node)
+
+    def st_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        for name, value in import_bindings(node):
+            self.env[name] = value
+        self._dispatch(node)
+
+    def st_FunctionDef(self, node: FunctionNode) -> None:
+        hot = self.hot
+        self.hot = False
+        for default in list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]:
+            self.ev(default)
+        for decorator in node.decorator_list:
+            self.ev(decorator)
+        self.hot = hot
+        info = getattr(node, "_perflint_info", None)
+        value = Value(Kind.FUNC, ref=node.name) if info is not None else UNKNOWN
+        if self.cls_scope is None:
+            self.env[node.name] = value
+        self._dispatch(node)
+
+    def st_ClassDef(self, node: ast.ClassDef) -> None:
+        info: ClassInfo | None = getattr(node, "_perflint_info", None)
+        for base in node.bases:
+            self.ev(base)
+        outer_cls, outer_env, hot = self.cls_scope, self.env, self.hot
+        self.cls_scope, self.env, self.hot = info, dict(self.env), False
+        self.body(node.body)
+        self.cls_scope, self.env, self.hot = outer_cls, outer_env, hot
+        self.env[node.name] = Value(Kind.CLASS, ref=node.name) if info is not None else UNKNOWN
+        self._dispatch(node)
+
+    def st_Global(self, node: ast.stmt) -> None:
+        self._dispatch(node)
+
+
+STMT_HANDLERS: dict[type, Callable[[Walker, ast.stmt], None]] = {
+    ast.Expr: Walker.st_Expr,
+    ast.Assign: Walker.st_Assign,
+    ast.AnnAssign: Walker.st_AnnAssign,
+    ast.AugAssign: Walker.st_AugAssign,
+    ast.Return: Walker.st_Return,
+    ast.If: Walker.st_If,
+    ast.For: Walker.st_For,
+    ast.AsyncFor: Walker.st_For,
+    ast.While: Walker.st_While,
+    ast.Try: Walker.st_Try,
+    ast.With: Walker.st_With,
+    ast.AsyncWith: Walker.st_With,
+    ast.Raise: Walker.st_Raise,
+    ast.Assert: Walker.st_Assert,
+    ast.Delete: Walker.st_Delete,
+    ast.Import: Walker.st_Import,
+    ast.ImportFrom: Walker.st_Import,
+    ast.FunctionDef: Walker.st_FunctionDef,
+    ast.AsyncFunctionDef: Walker.st_FunctionDef,
+    ast.ClassDef: Walker.st_ClassDef,
+    ast.Global: Walker.st_Global,
+    ast.Nonlocal: Walker.st_Global,
+    ast.Pass: Walker.st_Global,
+    ast.Break: Walker.st_Global,
+    ast.Continue: Walker.st_Global,
+}
+if hasattr(ast, "Match"):
+    STMT_HANDLERS[ast.Match] = Walker.st_Match
+if hasattr(ast, "TryStar"):
+    STMT_HANDLERS[ast.TryStar] = Walker.st_Try  # type: ignore[attr-defined]
