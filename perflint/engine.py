@@ -23,7 +23,7 @@ from .noqa_tools import NoqaRowMap
 from .registry import all_rules, is_pattern_rule
 from .rule import FileError, RawFinding, Rule, SuppressionReport
 from .source import DecodeFailure, SourceFile
-from .types import Diagnostic, Location
+from .types import HOT_PATH_KEY, HOT_SEED_KEY, Diagnostic, Location
 
 # Files without any of these (or a rule's own triggers) cannot hold a finding.
 _BASE_TRIGGERS = (b"torch", b"Tensor", b"tensor", b"loader", b"cuda", b".backward(")
@@ -124,7 +124,7 @@ class Linter:
         findings: list[RawFinding] = []
         try:
             if walk:
-                findings, result.hot_calls = self._analyze(
+                findings, result.hot_calls, result.hot_call_origins = self._analyze(
                     source, tree, [cls() for cls in self._walk_rules], hot_functions)
             if findings or post:  # tokenizing for comments costs; only when something needs it
                 suppressions = parse_suppressions(source.text)
@@ -141,7 +141,9 @@ class Linter:
 
     # ----------------------------------------------------------------- internals
     def _analyze(self, source: SourceFile, tree: ast.Module, rules: list[Rule],
-                 hot_functions: frozenset[str] = frozenset()) -> tuple[list[RawFinding], tuple[str, ...]]:
+                 hot_functions: frozenset[str] = frozenset()) -> tuple[list[RawFinding], tuple[str, ...], tuple]:
+        """(the rules' findings, the calls into other project files from hot code, and the
+        chain that makes each of those calls hot: see perflint.hot_paths)."""
         dispatch: dict[type, list] = {}
         hot_only: dict = {}
         for rule in rules:
@@ -156,7 +158,11 @@ class Linter:
                                 host_only=_host_only(raw))
         context = RuleContext(source, analysis)
         analysis.run()
-        return context.findings, tuple(sorted(analysis.external_hot_calls))
+        calls = tuple(sorted(analysis.external_hot_calls))
+        origins = analysis.external_hot_call_origins
+        return context.findings, calls, tuple(
+            (call, tuple(f"{source.path}:{row} {what}" for row, what in origins[call][0]), origins[call][1])
+            for call in calls if call in origins)
 
     def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding],
                      suppressions: Suppressions | None = None) -> list[Diagnostic]:
@@ -212,6 +218,11 @@ class Linter:
             row, col = finding.row or 1, finding.column or 0
             end_row, end_col = row, col
         fix = materialize_fix(source, finding.fix) if finding.fix is not None else None
+        extra: dict = {}
+        if finding.hot_path or finding.hot_seed:  # why it runs every step (perflint.hot_paths)
+            extra[HOT_PATH_KEY] = [f"{source.path}:{r} {what}" for r, what in finding.hot_path]
+            if finding.hot_seed:
+                extra[HOT_SEED_KEY] = finding.hot_seed
         return Diagnostic(
             code=rule.code,
             name=rule.name,
@@ -222,6 +233,7 @@ class Linter:
             fix=fix,
             noqa_row=noqa_map(row) if noqa_map is not None else row,
             url=rule.url(),
+            extra=extra,
         )
 
     def _error_result(self, path: str, error: FileError) -> FileResult:

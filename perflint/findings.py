@@ -33,6 +33,10 @@ class RawFinding:
     fix: FixPlan | None = None
     row: int | None = None
     column: int | None = None
+    # Why the reported code runs every step: (row, what) steps, the entry first; and the
+    # function other files seed, when the chain starts there (see perflint.hot_paths).
+    hot_path: tuple[tuple[int, str], ...] = ()
+    hot_seed: str | None = None
 
 
 @dataclass

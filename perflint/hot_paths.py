@@ -19,9 +19,9 @@ from typing import Sequence
 
 from .engine import FileResult
 from .project import ProjectIndex, resolved_calls
+from .types import HOT_PATH_KEY as PATH_KEY
+from .types import HOT_SEED_KEY as SEED_KEY
 
-PATH_KEY = "hot_path"
-SEED_KEY = "hot_seed"
 _MAX_DEPTH = 32  # cycles are cut by the visited set; this bounds pathological chains
 
 

@@ -29,7 +29,7 @@ from .fixes import FixOutcome, fix_text
 from .fixes import apply_edits as apply_text_edits
 from .rule import FileError
 from .source import SourceFile
-from .types import Diagnostic, Edit, Fix, Location
+from .types import HOT_PATH_KEY, Diagnostic, Edit, Fix, Location
 
 SUFFIX = ".ipynb"
 # Cell magics whose body is Python run in the kernel (ruff's list).
@@ -411,6 +411,9 @@ class Notebook:
             fix = Fix(fix.applicability, fix.message, tuple(
                 Edit(self._edit_location(e.location), self._edit_location(e.end_location), e.content)
                 for e in fix.edits))
+        extra = diagnostic.extra
+        if extra.get(HOT_PATH_KEY):
+            extra = {**extra, HOT_PATH_KEY: [self._cell_step(step) for step in extra[HOT_PATH_KEY]]}
         return replace(
             diagnostic,
             cell=cell.index,
@@ -418,7 +421,17 @@ class Notebook:
             end_location=self.to_cell(diagnostic.end_location, cell),
             noqa_row=None if diagnostic.noqa_row is None else diagnostic.noqa_row - cell.row + 1,
             fix=fix,
+            extra=extra,
         )
+
+    def _cell_step(self, step: str) -> str:
+        """"nb.ipynb:30 loop over batches" -> "nb.ipynb:cell 4:2 loop over batches"."""
+        where, _, what = step.partition(" ")
+        path, _, row = where.rpartition(":")
+        cell = self.cell_at(int(row)) if row.isdigit() else None
+        if cell is None:
+            return step
+        return f"{path}:cell {cell.index}:{int(row) - cell.row + 1} {what}"
 
     def _edit_location(self, location: Location) -> Location:
         cell = self.cell_at(location.row)

@@ -25,6 +25,13 @@ class FixAvailability(str, enum.Enum):
     ALWAYS = "Always"
 
 
+# `Diagnostic.extra` keys: why the finding's line runs every step ("path:row what" steps,
+# the entry point first), and, until `perflint.hot_paths` joins the callers' chains, the
+# function other files seed at its root.
+HOT_PATH_KEY = "hot_path"
+HOT_SEED_KEY = "hot_seed"
+
+
 @dataclass(frozen=True)
 class Location:
     row: int  # 1-based

@@ -195,3 +195,45 @@ def test_a_notebook_of_the_project_makes_a_helper_hot(tmp_path, monkeypatch):
     monkeypatch.chdir(root)
     assert _findings(["helpers.py"]) == {("helpers.py", 2, "PFL201")}
     assert _findings(["explore.ipynb"]) == set()
+
+
+def test_the_call_chain_says_why_a_helper_in_another_file_runs_every_step(tmp_path, monkeypatch):
+    root = _project(tmp_path, {
+        "engine.py": """\
+            from matching import assign_targets
+
+
+            def train_one_epoch(model, loader, opt):
+                for images, targets in loader:
+                    loss = assign_targets(model(images), targets)
+                    loss.backward()
+                    opt.step()
+            """,
+        "matching.py": """\
+            import torch
+            from layers import nonzero_tuple
+
+
+            def assign_targets(out, target):
+                keep = nonzero_tuple(out > 0)
+                return out.sum()
+            """,
+        "layers.py": """\
+            def nonzero_tuple(x):
+                return x.nonzero().unbind(1)
+            """,
+    })
+    monkeypatch.chdir(root)
+    expected = ["engine.py:5 loop over batches in `train_one_epoch`", "engine.py:6 calls `matching.assign_targets`",
+                "matching.py:6 calls `layers.nonzero_tuple`"]
+    for named in (["layers.py"], ["."]):
+        report = check_paths([Path(p) for p in named], SettingsResolver(root), jobs=1, cache=None)
+        (finding,) = [d for d in report.diagnostics if d.path == "layers.py"]
+        assert finding.code == "PFL211" and finding.extra["hot_path"] == expected
+        assert "hot_seed" not in finding.extra
+    runner = CliRunner()
+    full = runner.invoke(main, ["check", "--no-cache", "--output-format", "full", "layers.py"])
+    assert "note: runs every step: engine.py:5 loop over batches in `train_one_epoch`" in full.output
+    assert "-> matching.py:6 calls `layers.nonzero_tuple`" in full.output
+    as_json = json.loads(runner.invoke(main, ["check", "--no-cache", "--output-format", "json", "layers.py"]).output)
+    assert as_json[0]["hot_path"] == expected

@@ -96,10 +96,13 @@ def test_json_uses_ruff_keys_and_cell_relative_locations(diagnostics, context):
     data = json.loads(render("json", diagnostics, context))
     keys = {"cell", "code", "end_location", "filename", "fix", "location", "message", "name", "noqa_row",
             "severity", "url"}
-    assert all(set(item) == keys for item in data)
+    # ruff's keys, plus `hot_path` (why the line runs every step) on findings in hot code
+    assert all(set(item) - {"hot_path"} == keys for item in data)
     item = next(d for d in data if d["code"] == "PFL201" and d["cell"] is not None)
     # cell 6 of the fixture, line 10: `    losses.append(loss.item())  # one sync per step`
     assert item["cell"] == 6 and item["location"] == {"row": 10, "column": 19} and item["noqa_row"] == 10
+    # the loop that makes it hot starts at line 3 of the same cell
+    assert item["hot_path"] == ["notebooks/train.ipynb:cell 6:3 loop over batches at module level"]
     lines = [json.loads(line) for line in render("json-lines", diagnostics, context).splitlines()]
     assert lines == data
 

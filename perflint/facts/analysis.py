@@ -77,6 +77,14 @@ class FileAnalysis(FileFacts):
             reason = seed_reason(func, self.hot_functions, self.imports_torch, self.is_test(func))
             if reason:
                 func.hot, func.hot_reason = True, reason
+                # its own reason (a `forward`, a loss) is the entry point; else the callers
+                # in other files are, and perflint.hot_paths finds them
+                own = seed_reason(func, {}, self.imports_torch, self.is_test(func))
+                if own:
+                    row = getattr(func.node, "lineno", 1)
+                    func.hot_chain = ((row, own),)
+                else:
+                    func.hot_seed = func.display_name
             key = func.name if func.cls is None else f"{func.cls.name}.{func.name}"
             if func.parent is None and key in self.hot_functions:
                 func.foreign_callers = True

@@ -101,7 +101,8 @@ class CallInterpreter(ExpressionInterpreter):
                 if arg.kind is Kind.FUNC:
                     target = self._local_function(arg.ref)
                     if target is not None:
-                        self.file.note_call(self.func, target, {}, self.mode, True, "called from hot code")
+                        self.file.note_call(self.func, target, {}, self.mode, True, "called from hot code",
+                                            self.hot_origin, node.lineno)
         return result
 
     def _method_call(self, node: ast.Call, func: ast.Attribute, recv: Value,
@@ -177,7 +178,7 @@ class CallInterpreter(ExpressionInterpreter):
                     return seq_of(tuple_of((PYTHON, recv.elem)))
             return UNKNOWN
         if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):
-            self._note_project_method(recv, name, call_signature(node, args, kwargs))
+            self._note_project_method(recv, name, call_signature(node, args, kwargs), node)
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
@@ -288,16 +289,24 @@ class CallInterpreter(ExpressionInterpreter):
             # `self.matcher(quality)` runs `Matcher.__call__`; `self.block(x)` runs a module's
             # forward, hot in its file anyway: no seed (each seed re-analyzes a file)
             if not is_module_base(callee.ref):
-                self._note_project_method(callee, "__call__", call_signature(node, args, kwargs))
+                self._note_project_method(callee, "__call__", call_signature(node, args, kwargs), node)
             return UNKNOWN
         if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name) and is_loss_function_name(node.func.id):
             return TENSOR
         return UNKNOWN
 
-    def _note_project_method(self, instance: Value, method: str, signature: str) -> None:
+    def _note_project_method(self, instance: Value, method: str, signature: str, node: ast.AST) -> None:
         """A method of a class from another project file, called from hot code: hot there."""
         if self.hot and self.reporting and instance.ref is not None:
-            self.file.external_hot_calls.add(f"{instance.ref[len(PROJECT_CLASS):]}.{method}{signature}")
+            name = f"{instance.ref[len(PROJECT_CLASS):]}.{method}"
+            self._note_external_call(name + signature, name, node)
+
+    def _note_external_call(self, entry: str, name: str, node: ast.AST) -> None:
+        """A call from hot code into another project file, and the chain that makes it hot."""
+        self.file.external_hot_calls.add(entry)
+        if entry not in self.file.external_hot_call_origins:
+            steps = self.hot_origin[0] + ((getattr(node, "lineno", 0), f"calls `{name}`"),)
+            self.file.external_hot_call_origins[entry] = (steps, self.hot_origin[1])
 
     def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],
                         kwargs: dict[str | None, Value]) -> Value:
@@ -305,7 +314,7 @@ class CallInterpreter(ExpressionInterpreter):
             if qualname == "builtins.next":
                 self._mark_step(trains=True)  # `next(loader_iter)`: a loop over the data
         if self.hot and self.reporting and may_be_project_function(qualname):
-            self.file.external_hot_calls.add(qualname + call_signature(node, args, kwargs))
+            self._note_external_call(qualname + call_signature(node, args, kwargs), qualname.lstrip("."), node)
         value = external_call_value(qualname, node, args, self.qualname)
         if value.kind is Kind.UNKNOWN and may_be_project_function(qualname) \
                 and qualname.rsplit(".", 1)[-1][:1].isupper():
@@ -358,7 +367,8 @@ class CallInterpreter(ExpressionInterpreter):
                 target.opaque_calls = True  # `f(*args, **kwargs)` may pass anything
         if not self.silent:
             reason = f"called from hot code in `{self.func.name}`"
-            self.file.note_call(self.func, target, binding, self.mode, self.hot, reason)
+            self.file.note_call(self.func, target, binding, self.mode, self.hot, reason, self.hot_origin,
+                                getattr(node, "lineno", 0))
         if target.steps and not target.loops_steps and not self.file.is_test(target):
             self._mark_step()  # `self.fit_batch(batch)`, `next_token(model, x)`
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop

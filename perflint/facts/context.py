@@ -157,7 +157,11 @@ class RuleContext:
         rule = self._rule
         template = message if message is not None else getattr(rule, "message", "")
         text = template.format(**fmt) if fmt else template
-        self.findings.append(RawFinding(code=self._code, message=text, node=node, fix=fix))
+        finding = RawFinding(code=self._code, message=text, node=node, fix=fix)
+        walker = self._walker
+        if walker is not None and walker.hot:
+            finding.hot_path, finding.hot_seed = walker.hot_origin
+        self.findings.append(finding)
 
     def fix(self, applicability: Applicability, message: str, edits: list[tuple[int, int, str]],
             imports: list[str] | None = None) -> FixPlan:

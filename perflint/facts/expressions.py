@@ -326,18 +326,19 @@ class ExpressionInterpreter(Frame):
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
                        elements: Callable[[], Value]) -> Value:
-        saved_env, saved_hot = self.env, self.hot
+        saved_env, saved_hot, saved_origin = self.env, self.hot, self.hot_origin
         self.env = dict(saved_env)
         for gen in node.generators:
             iterable = self.ev(gen.iter)
             elem = element_of(iterable)
-            if is_data(iterable, elem):
+            if is_data(iterable, elem) and not self.hot:
                 self.hot = True
+                self.hot_origin = (((node.lineno, "comprehension over batches"),), None)
             self.assign(gen.target, elem)
             for cond in gen.ifs:
                 self.ev(cond)
         result = elements()
-        self.env, self.hot = saved_env, saved_hot
+        self.env, self.hot, self.hot_origin = saved_env, saved_hot, saved_origin
         return result
 
     def ev_ListComp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> Value:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 from .environment import Env, import_bindings
 from .hotness import CACHING_DECORATORS, COLD_METHODS, is_test_function_name
 from .project_calls import parse_hot_function_seeds
-from .records import SUMMARY, ClassInfo, FunctionInfo
+from .records import SUMMARY, ClassInfo, FunctionInfo, HotChain
 from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
 from .values import Kind, Value, join
 
@@ -57,6 +57,8 @@ class FileFacts:
         self.hot_functions: dict[str, list[str]] = parse_hot_function_seeds(hot_functions)
         # qualified names called from hot code that may be functions of other project files
         self.external_hot_calls: set[str] = set()
+        # each of them -> the chain that makes the call run every step (the first one seen)
+        self.external_hot_call_origins: dict[str, tuple[HotChain, str | None]] = {}
         self.dispatch = dispatch or {}
         self.hot_only = hot_only or {}
         self.classes: dict[str, ClassInfo] = {}
@@ -187,7 +189,10 @@ class FileFacts:
 
     # ----------------------------------------------------------------- call graph
     def note_call(self, caller: FunctionInfo, callee: FunctionInfo, binding: dict[str, Value],
-                  mode: int, hot: bool, reason: str) -> None:
+                  mode: int, hot: bool, reason: str,
+                  origin: tuple[HotChain, str | None] = ((), None), row: int = 0) -> None:
+        """`caller` calls `callee` at `row`, passing `binding`; in hot code whose chain is
+        `origin`, the callee becomes hot too."""
         if mode == SUMMARY:
             if callee not in caller.callees:
                 caller.callees.append(callee)
@@ -202,6 +207,8 @@ class FileFacts:
         if hot and not callee.hot and callee.name not in COLD_METHODS and not self.is_test(callee) \
                 and not callee.decorators & CACHING_DECORATORS:
             callee.hot, callee.hot_reason = True, reason
+            callee.hot_chain = origin[0] + ((row, f"calls `{callee.display_name}`"),)
+            callee.hot_seed = origin[1]
 
     def ensure_summary(self, func: FunctionInfo) -> None:
         """Interpret `func` for its summary, unless that is done or under way: the walkers

@@ -15,7 +15,7 @@ from .calls import BUILTIN_NAMES
 from .environment import Env, annotation_value
 from .file_facts import FileFacts
 from .hints import hint_for_name
-from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, LoopInfo
+from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, HotChain, LoopInfo
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
 
 _CONVENTIONAL_ALIASES = {
@@ -39,6 +39,9 @@ class Frame:
         self.env: Env = {}
         self.silent = 0
         self.hot = False
+        # While `hot`: why, as a chain from the entry point, and the seeded function of this
+        # file at its root when other files are the entry (see records.FunctionInfo).
+        self.hot_origin: tuple[HotChain, str | None] = ((), None)
         self.loops: list[LoopInfo] = []
         self.memo: dict[ast.AST, Value] = {}
         self.stmt: ast.stmt | None = None

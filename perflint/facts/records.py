@@ -15,6 +15,9 @@ from .environment import Env
 from .values import NONE, Kind, Value, seq_of
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+# Why code runs every step: (row, what) steps from the entry point down ("loop over
+# batches in `train`", "calls `helper`").
+HotChain = tuple[tuple[int, str], ...]
 
 # The two passes (see `analysis`): callee-first summaries, then the caller-first report.
 SUMMARY = 1
@@ -78,6 +81,11 @@ class FunctionInfo:
     callees: list[FunctionInfo] = field(default_factory=list)
     hot: bool = False
     hot_reason: str = ""
+    # Why it is hot, from the entry point down: (row, what) steps, the entry first; and the
+    # function of this file that other files seed, when that is the entry (its callers'
+    # chains live in their files: `perflint.hot_paths` joins them).
+    hot_chain: HotChain = ()
+    hot_seed: str | None = None
     has_loop: bool = False
     local_calls: int = 0  # calls in this file (summary pass)
     foreign_callers: bool = False  # other files call it every step (the project pass)
@@ -94,6 +102,11 @@ class FunctionInfo:
     walked_hot: bool = False
     env: Env | None = None  # final environment of the report pass (closures read it)
     summary_env: Env | None = None
+
+    @property
+    def display_name(self) -> str:
+        """`Class.method` or `function`, as messages name it."""
+        return f"{self.cls.name}.{self.name}" if self.cls is not None else self.name
 
     @property
     def is_method(self) -> bool:

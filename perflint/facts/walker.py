@@ -45,6 +45,7 @@ class Walker(CallInterpreter):
         else:
             self._bind_parameters(node)
             self.hot = self.mode == REPORT and func.hot
+            self.hot_origin = (func.hot_chain, func.hot_seed)
             self.body(node.body)
         if self.mode == SUMMARY:
             self._commit_self_attrs()
@@ -209,6 +210,10 @@ class Walker(CallInterpreter):
         self._loop(node, False, test, node.body, node.test)
         self.body(node.orelse)
 
+    def _loop_description(self, info: LoopInfo) -> str:
+        where = "at module level" if self.func.node is self.file.tree else f"in `{self.func.display_name}`"
+        return f"loop over batches {where}" if info.data else f"training loop {where}"
+
     def _loop(self, node: ast.AST, data: bool, head: Callable[[], None], body: list[ast.stmt],
               while_test: ast.expr | None, counters: frozenset[str] = frozenset(), few: bool = False,
               targets: frozenset[str] = frozenset()) -> None:
@@ -233,13 +238,16 @@ class Walker(CallInterpreter):
             and not in_test_or_data_pipeline(self.func, self.file.is_test)
         info.root_hot = loop_hot and not hot_before
         self.hot = hot_before or loop_hot
+        origin_before = self.hot_origin
+        if info.root_hot:
+            self.hot_origin = (((getattr(node, "lineno", 1), self._loop_description(info)),), None)
         self.env = dict(before)
         self.loops.append(info)
         head()
         self.body(body)
         self.loops.pop()
         self.env = join_env(before, self.env)
-        self.hot = hot_before
+        self.hot, self.hot_origin = hot_before, origin_before
         if (info.data or info.train_markers) and not few:
             self.func.loops_steps = True  # known now in both passes: the body has been walked
         if self.loops and (info.direct_markers or info.nested_markers):
