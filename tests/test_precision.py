@@ -706,3 +706,35 @@ def test_transforms_are_data_pipeline_code():
     assert check_source(source, "torchvision/transforms/transforms.py", select=["ALL"]) == []
     found = {d.code for d in check_source(source, "torchvision/models/detection/transform.py", select=["ALL"])}
     assert found == {"PFL106", "PFL206"}
+
+
+def test_failure_branches_are_not_per_step_code_but_their_guards_are():
+    """A branch for broken data (NaN/Inf losses, invalid labels that raise or skip the step)
+    is never taken by a healthy run: its body is not reported, the guard's own sync is. A
+    branch that filters data (`if not keep.all(): boxes = boxes[keep]`) is the data path."""
+    source = textwrap.dedent("""
+        import math
+        import torch
+
+        def train(model, loader, opt, device):
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                loss = model(x).sum()
+                if not math.isfinite(loss.item()):
+                    print("bad loss", loss.item(), x.sum().item())
+                    torch.save(model.state_dict(), "dump.pt")
+                    continue
+                if torch.isnan(loss).any() or torch.isinf(loss).any():
+                    print(loss.item())
+                valid = y >= 0
+                if not valid.all():
+                    bad = y[~valid].tolist()
+                    raise ValueError(f"bad labels {bad}")
+                keep = x.sum(1) > 0
+                if not keep.all():
+                    x = x[keep]
+                loss.backward()
+                opt.step()
+    """).lstrip()
+    found = {(d.location.row, d.code) for d in check_source(source, "train.py", select=["ALL"])}
+    assert found == {(8, "PFL201"), (12, "PFL206"), (15, "PFL206"), (19, "PFL206"), (20, "PFL214")}

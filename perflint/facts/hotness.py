@@ -357,3 +357,58 @@ def few_iterations(iterable: ast.expr) -> bool:
 def _small_constant_args(call: ast.Call) -> bool:
     return bool(call.args) and all(
         isinstance(a, ast.Constant) and type(a.value) is int and a.value <= FEW_STEPS for a in call.args)
+
+
+# Checks that a value is broken: `torch.isnan(loss).any()`, `not math.isfinite(loss)`.
+_INVALID_VALUE_CHECKS = frozenset({"isnan", "isinf", "isneginf", "isposinf"})
+_VALID_VALUE_CHECKS = frozenset({"isfinite", "isreal"})
+# Calls that report a failure (a warning, a log line, a dump, an exit) rather than compute.
+_FAILURE_REPORTS = re.compile(r"^(?:warn|warning|error|exception|critical|print|log|save|dump|exit|abort"
+                              r"|skip|dump_\w+|save_\w+|log_\w+)$")
+
+
+def is_failure_guard(node: ast.If) -> bool:
+    """`if not torch.isfinite(loss).all():`, `if torch.isnan(loss).any():`, `if not
+    math.isfinite(loss):` (NaN and Inf checks), and `if not valid.all():` whose body raises,
+    skips the step or reports: a branch for broken data, which a healthy run never takes.
+    Its body is not per-step code (the test itself still runs every step)."""
+    test = node.test
+    if _is_nan_check(test):
+        return True
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    if negated and _is_all_check(test.operand):
+        return terminates(node.body) is not None or any(_reports_failure(s) for s in node.body)
+    return False
+
+
+def _call_name(node: ast.expr) -> str:
+    return receiver_name(node.func) if isinstance(node, ast.Call) else ""
+
+
+def _is_all_check(node: ast.expr) -> bool:
+    """`valid.all()`, `torch.all(valid)`, `torch.isfinite(x).all()`."""
+    return _call_name(node) == "all"
+
+
+def _is_nan_check(node: ast.expr) -> bool:
+    if isinstance(node, ast.BoolOp):
+        return all(_is_nan_check(v) for v in node.values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = node.operand
+        name = _call_name(inner)
+        if name in _VALID_VALUE_CHECKS:  # `not math.isfinite(loss)`
+            return True
+        return name == "all" and _mentions(inner, _VALID_VALUE_CHECKS)  # `not x.isfinite().all()`
+    name = _call_name(node)
+    if name in _INVALID_VALUE_CHECKS:  # `math.isnan(loss)`
+        return True
+    return name == "any" and _mentions(node, _INVALID_VALUE_CHECKS | {"isfinite"})
+
+
+def _mentions(node: ast.AST, names: frozenset[str]) -> bool:
+    return any(_call_name(n) in names for n in ast.walk(node) if isinstance(n, ast.Call))
+
+
+def _reports_failure(stmt: ast.stmt) -> bool:
+    return any(_FAILURE_REPORTS.match(_call_name(n) or "-") is not None
+               for n in ast.walk(stmt) if isinstance(n, ast.Call))

@@ -25,6 +25,7 @@ from .hotness import (
     eager_truth,
     few_iterations,
     is_cache_hit_return,
+    is_failure_guard,
     is_lazy_init,
     is_throttled_test,
     loop_counters,
@@ -123,7 +124,8 @@ class Walker(CallInterpreter):
         self._dispatch(node)
         hot = self.hot
         body_hot = hot and not is_throttled_test(node.test) \
-            and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node)
+            and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node) \
+            and not is_failure_guard(node)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
         # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
