@@ -738,3 +738,27 @@ def test_failure_branches_are_not_per_step_code_but_their_guards_are():
     """).lstrip()
     found = {(d.location.row, d.code) for d in check_source(source, "train.py", select=["ALL"])}
     assert found == {(8, "PFL201"), (12, "PFL206"), (15, "PFL206"), (19, "PFL206"), (20, "PFL214")}
+
+
+def test_a_cpu_only_training_script_stays_silent_with_a_smoke_test():
+    """The negative twin of a device-generic loss with a CPU smoke test: a script whose
+    data loop itself feeds CPU tensors (nothing is ever moved to an accelerator) waits for
+    no GPU, in its loop or in the helpers the loop calls."""
+    source = textwrap.dedent("""
+        import torch
+
+        def contrastive_loss(a, b):
+            sim = a @ b.T
+            return sim[sim > 0].mean()
+
+        def main():
+            data = torch.randn(64, 8)
+            model = torch.nn.Linear(8, 8)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(100):
+                x = model(data[step % 8 : step % 8 + 8])
+                loss = contrastive_loss(x, x)
+                loss.backward()
+                opt.step()
+    """).lstrip()
+    assert check_source(source, "train_cpu.py", select=["ALL"]) == []

@@ -334,6 +334,30 @@ CASES = {
         """,
         {(5, "PFL103"), (5, "PFL104"), (12, "PFL201"), (19, "PFL201")},
     ),
+    "a CPU smoke test does not decide where a loss module's tensors live": (
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class DiceLoss(nn.Module):
+            def forward(self, pred, target):
+                num_classes = torch.unique(target).numel()
+                return pred.sum() / num_classes
+
+
+        def ohem_loss(pred, target, device):
+            hard = pred[target > 0]
+            return hard.mean()
+
+
+        if __name__ == "__main__":
+            p = torch.randn(2, 3)
+            t = torch.randint(0, 3, (2,))
+            print(DiceLoss()(p, t), ohem_loss(p, t, "cpu"))
+        """,
+        {(7, "PFL212"), (12, "PFL214")},
+    ),
 }
 
 

@@ -12,7 +12,7 @@ import ast
 from typing import Any, Callable, Protocol
 
 from .environment import Env, import_bindings
-from .hotness import CACHING_DECORATORS, COLD_METHODS, is_test_function_name
+from .hotness import CACHING_DECORATORS, COLD_METHODS, is_loss_function_name, is_test_function_name
 from .project_calls import parse_hot_function_seeds
 from .records import SUMMARY, ClassInfo, FunctionInfo, HotChain
 from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
@@ -193,6 +193,11 @@ class FileFacts:
                   origin: tuple[HotChain, str | None] = ((), None), row: int = 0) -> None:
         """`caller` calls `callee` at `row`, passing `binding`; in hot code whose chain is
         `origin`, the callee becomes hot too."""
+        if mode != SUMMARY and not hot and is_device_generic(callee):
+            # A smoke test under `if __name__ == "__main__":` or a CPU check calls a model or a
+            # loss with CPU tensors; its users run it on the accelerator: one cold caller
+            # never decides where the tensors of device-generic code live.
+            binding = {name: _any_device(value) for name, value in binding.items()}
         if mode == SUMMARY:
             if callee not in caller.callees:
                 caller.callees.append(callee)
@@ -214,6 +219,23 @@ class FileFacts:
         """Interpret `func` for its summary, unless that is done or under way: the walkers
         call it before they use a callee's summary (`analysis.FileAnalysis` does the work)."""
         raise NotImplementedError
+
+
+def is_device_generic(func: FunctionInfo) -> bool:
+    """Code written for tensors on any device: the methods of a model or a loss class, a
+    loss function, a function that takes a `device`."""
+    cls = func.cls
+    if cls is not None and (cls.is_module or cls.is_loss) and not cls.is_data_pipeline:
+        return True
+    if cls is None and func.parent is None and is_loss_function_name(func.name):
+        return True
+    node = func.node
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        a.arg == "device" for a in node.args.args + node.args.kwonlyargs)
+
+
+def _any_device(value: Value) -> Value:
+    return value.with_device(None) if value.on_cpu else value
 
 
 def _is_data_pipeline_base(base: str) -> bool:
