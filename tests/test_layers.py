@@ -188,3 +188,47 @@ def test_every_facts_module_and_class_is_small_enough_to_read_in_one_sitting():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_LINES:
                 too_long[f"{name}.{node.name}"] = node.end_lineno - node.lineno + 1
     assert too_long == {}
+
+
+# --------------------------------------------------------------------------- the whole package
+# What each layer must never import: the layers above it (issue 12 names these).
+NEVER_IMPORTS = {
+    "perflint.noqa_tools": ("perflint.api", "perflint.runner", "perflint.engine", "perflint.cli"),
+    "perflint.runner": ("perflint.api", "perflint.cli", "perflint.baseline"),
+    "perflint.engine": ("perflint.api", "perflint.runner", "perflint.cache", "perflint.cli"),
+    "perflint.cache": ("perflint.api", "perflint.runner", "perflint.cli"),
+    "perflint.project": ("perflint.api", "perflint.runner", "perflint.engine", "perflint.cli"),
+    "perflint.notebook": ("perflint.api", "perflint.runner", "perflint.cli"),
+    "perflint.api": ("perflint.cli", "perflint.baseline"),
+}
+# Packages that run inside the measured program (bench, trace) import lazily on purpose: torch
+# and the tracer must not load perflint's analysis, and the registry loads the rules plugin.
+LAZY_IMPORTS_ALLOWED = ("perflint.harness", "perflint.trace", "perflint.registry")
+
+
+def test_no_import_circle_in_the_whole_package():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_lower_layers_never_import_higher_ones():
+    graph = import_graph()
+    wrong = sorted(f"{name} imports {target}" for name, forbidden in NEVER_IMPORTS.items()
+                   for target in graph.get(name, ()) if target in forbidden)
+    assert wrong == []
+
+
+def test_no_function_level_import_of_perflint_modules_outside_the_runtime_packages():
+    found = []
+    for name, path in package_modules().items():
+        if name.startswith(LAZY_IMPORTS_ALLOWED):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and (inner.level or (inner.module or "").startswith("perflint")):
+                    found.append(f"{name}:{inner.lineno}")
+                elif isinstance(inner, ast.Import) and any(a.name.startswith("perflint") for a in inner.names):
+                    found.append(f"{name}:{inner.lineno}")
+    assert found == []

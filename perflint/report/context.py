@@ -17,6 +17,8 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..types import Diagnostic, Location
+from ..notebook import Notebook, NotebookError
+from ..source import DecodeFailure, SourceFile
 
 INFORMATION_URI = "https://github.com/perflint/perflint"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -53,8 +55,6 @@ class Sources:
             data = self._read(path)
             text: str | None = None
             if data is not None:
-                from ..source import DecodeFailure, SourceFile
-
                 try:
                     text = data.decode("utf-8") if path.endswith(".ipynb") else SourceFile.from_bytes(path, data).text
                 except (DecodeFailure, UnicodeDecodeError):
@@ -64,8 +64,6 @@ class Sources:
 
     def _notebook(self, path: str):
         if path not in self._notebooks:
-            from ..notebook import Notebook, NotebookError
-
             text = self.text(path)
             try:
                 self._notebooks[path] = Notebook.from_text(text) if text is not None else None
