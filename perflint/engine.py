@@ -25,8 +25,10 @@ from .rule import FileError, RawFinding, Rule, SuppressionReport
 from .source import DecodeFailure, SourceFile
 from .types import HOT_PATH_KEY, HOT_SEED_KEY, Diagnostic, Location
 
-# Files without any of these (or a rule's own triggers) cannot hold a finding.
-_BASE_TRIGGERS = (b"torch", b"Tensor", b"tensor", b"loader", b"cuda", b".backward(")
+# Files without any of these (or a rule's own triggers) cannot hold a finding. A hook or a
+# callback class (`class LossSpikeHook(Hook)`) may name none of the others: it runs every
+# step all the same and passes the outputs on to helpers in other files.
+_BASE_TRIGGERS = (b"torch", b"Tensor", b"tensor", b"loader", b"cuda", b".backward(", b"Hook", b"Callback")
 _MIN_RECURSION_LIMIT = 20000
 # Code (comments removed) with none of these never puts anything on an accelerator itself:
 # no move (`.to(`, `.cuda(`), no `device=` argument, no default device, no framework that

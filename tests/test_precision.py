@@ -622,6 +622,87 @@ SILENT = {
                     if not torch.isfinite(v).all():
                         raise ValueError(k)
     """,
+    # Hooks and callbacks: only their per-iteration methods run every step, and only what
+    # those do on every iteration.
+    "per-epoch and per-run hook and callback methods": """
+        import lightning as L
+        import torch
+        from detectron2.engine import HookBase
+        from mmengine.hooks import Hook
+        from transformers import TrainerCallback
+
+        def norm(module):
+            return torch.stack([p.norm() for p in module.parameters()]).norm().item()
+
+        class EpochHook(Hook):
+            def before_run(self, runner):
+                print(norm(runner.model))
+
+            def after_train_epoch(self, runner):
+                print(norm(runner.model))
+
+            def after_val_epoch(self, runner, metrics=None):
+                print(norm(runner.model))
+
+            def after_run(self, runner):
+                print(norm(runner.model))
+
+        class TrainHook(HookBase):
+            def before_train(self):
+                print(norm(self.trainer.model))
+
+            def after_train(self):
+                print(norm(self.trainer.model))
+
+        class EpochCallback(L.Callback):
+            def on_train_epoch_end(self, trainer, pl_module):
+                print(norm(pl_module))
+
+            def on_validation_epoch_end(self, trainer, pl_module):
+                print(norm(pl_module))
+
+            def on_fit_end(self, trainer, pl_module):
+                print(norm(pl_module))
+
+        class ReportCallback(TrainerCallback):
+            def on_epoch_end(self, args, state, control, model=None, **kwargs):
+                print(norm(model))
+
+            def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+                logs["norm"] = norm(model)
+
+            def on_evaluate(self, args, state, control, model=None, **kwargs):
+                print(norm(model))
+
+            def on_save(self, args, state, control, model=None, **kwargs):
+                print(norm(model))
+    """,
+    "throttled hooks": """
+        import torch
+        from detectron2.engine import HookBase
+        from mmengine.hooks import Hook
+        from transformers import TrainerCallback
+
+        class CheckLossHook(Hook):
+            def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+                if self.every_n_train_iters(runner, 50):
+                    assert torch.isfinite(outputs["loss"])
+                if self.is_last_train_iter(runner) or self.end_of_epoch(runner.train_dataloader, batch_idx):
+                    print(outputs["loss"].item())
+
+        class PeriodicNorm(HookBase):
+            def after_step(self):
+                next_iter = self.trainer.iter + 1
+                if next_iter % self._period == 0 or next_iter == self.trainer.max_iter:
+                    print(torch.stack([p.norm() for p in self.trainer.model.parameters()]).norm().item())
+
+        class LogNorm(TrainerCallback):
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                if control.should_log:
+                    print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+                if state.global_step % args.logging_steps == 0:
+                    print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+    """,
 }
 
 

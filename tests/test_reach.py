@@ -106,11 +106,6 @@ WHOLE_PROJECT_XFAIL: dict[tuple[str, str], str] = {
         "through `metric_logger.log_every(...)`; the generator wrapper's elements are not known to be "
         "batches of that loader, so `img.to(device)` is not a copy of a pinned batch (also in a "
         "single file)",
-    ("det2_like", "minidet/engine/hooks.py"):
-        "GradNormMonitor.after_step is called only through `for h in self._hooks: h.after_step()` in "
-        "TrainerBase.after_step (engine/train_loop.py), inside the iteration loop; the elements of the "
-        "hook list (registered in tools/train_net.py) are not resolved to their classes, so no hook "
-        "method is hot (also in a single file)",
     ("det2_like", "minidet/modeling/box_regression.py"):
         "Box2BoxTransform reaches FastRCNNOutputLayers as a constructor argument "
         "(`FastRCNNOutputLayers(1024, Box2BoxTransform(...), num_classes)` in roi_heads.py, stored as "
@@ -121,10 +116,6 @@ WHOLE_PROJECT_XFAIL: dict[tuple[str, str], str] = {
         "the Runner calls as `getattr(hook, fn_name)(self, **kwargs)` over `self._hooks` "
         "(mmengine's call_hook, from EpochBasedTrainLoop.run_iter); neither the hook list nor the "
         "getattr dispatch by name is resolved (also in a single file)",
-    ("mmseg_ext", "mmseg_ext/utils/stats.py"):
-        "`after_train_iter` of a subclass of the external `mmengine.hooks.Hook` is not an entry "
-        "point (not in HOT_METHODS; mmengine calls it every iteration), so is_spike() called from it "
-        "is never hot",
     ("lit_classifier", "src/litcls/metrics.py"):
         "PFL214 in multiclass_accuracy: the function is seeded hot from training_step (model.py) with "
         "the signature (t,-); `y` from the batch crosses the module boundary as unknown, so "

@@ -358,6 +358,132 @@ CASES = {
         """,
         {(7, "PFL212"), (12, "PFL214")},
     ),
+    # Hooks and callbacks: frameworks call them every iteration; no call in the file does.
+    # Per-epoch and per-run methods, and throttled bodies, stay silent.
+    "mmengine hook: after_train_iter runs every iteration": (
+        """
+        from mmengine.hooks import Hook
+
+        class LossHook(Hook):
+            def __init__(self, interval=50):
+                self.interval = interval
+                self.losses = []
+
+            def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+                self.losses.append(outputs["loss"].detach().item())
+                if self.every_n_train_iters(runner, self.interval):
+                    runner.logger.info(f"loss {outputs['loss'].item():.4f}")
+
+            def after_train_epoch(self, runner):
+                runner.logger.info(f"loss {runner.outputs['loss'].detach().item():.4f}")
+
+            def after_run(self, runner):
+                runner.logger.info(f"loss {runner.outputs['loss'].detach().item():.4f}")
+        """,
+        {(9, "PFL201")},
+    ),
+    "mmcv hook: after_iter runs every iteration": (
+        """
+        from mmcv.runner import HOOKS, Hook
+
+        @HOOKS.register_module()
+        class LossCheckHook(Hook):
+            def after_iter(self, runner):
+                if not runner.outputs["loss"].isfinite().item():
+                    runner.logger.warning("non-finite loss")
+
+            def after_epoch(self, runner):
+                if not runner.outputs["loss"].isfinite().item():
+                    runner.logger.warning("non-finite loss")
+        """,
+        {(6, "PFL201")},
+    ),
+    "detectron2 hook: after_step runs every step": (
+        """
+        import torch
+        from detectron2.engine import HookBase
+
+        class GradNormHook(HookBase):
+            def __init__(self, period=20):
+                self._period = period
+
+            def after_step(self):
+                norms = [p.grad.norm() for p in self.trainer.model.parameters() if p.grad is not None]
+                total = torch.stack(norms).norm()
+                self.trainer.storage.put_scalar("grad_norm", total.item())
+                next_iter = self.trainer.iter + 1
+                if next_iter % self._period == 0 or next_iter == self.trainer.max_iter:
+                    print(torch.stack(norms).max().item())
+
+            def after_train(self):
+                print(torch.stack([p.norm() for p in self.trainer.model.parameters()]).norm().item())
+        """,
+        {(11, "PFL201")},
+    ),
+    "Lightning callback and LightningModule hooks run every batch": (
+        """
+        import lightning as L
+        import torch
+
+        class LossHistory(L.Callback):
+            def __init__(self):
+                self.losses = []
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                self.losses.append(outputs["loss"].item())
+                if trainer.global_step % 100 == 0:
+                    print(outputs["loss"].item())
+
+            def on_train_epoch_end(self, trainer, pl_module):
+                print(torch.stack(pl_module.epoch_losses).mean().item())
+
+        class Classifier(L.LightningModule):
+            def on_before_optimizer_step(self, optimizer):
+                norms = [p.grad.norm() for p in self.parameters() if p.grad is not None]
+                self.log("grad_norm", torch.stack(norms).norm().item())
+
+            def on_train_epoch_end(self):
+                print(torch.stack(self.epoch_losses).mean().item())
+        """,
+        {(9, "PFL201"), (19, "PFL201")},
+    ),
+    "Hugging Face TrainerCallback: on_pre_optimizer_step runs every step": (
+        """
+        import torch
+        from transformers import TrainerCallback
+
+        class GradNormCallback(TrainerCallback):
+            def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+                norms = [p.grad.norm() for p in model.parameters() if p.grad is not None]
+                state.log_history.append({"grad_norm": torch.stack(norms).norm().item()})
+
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                if control.should_log:
+                    print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            def on_epoch_end(self, args, state, control, model=None, **kwargs):
+                print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+                logs["weight_norm"] = torch.stack([p.norm() for p in model.parameters()]).norm().item()
+        """,
+        {(7, "PFL201")},
+    ),
+    "a trainer subclass: the base class's loop calls after_iter every iteration": (
+        """
+        import torch
+        from yolox.core import Trainer
+
+        class NormTrainer(Trainer):
+            def after_iter(self):
+                super().after_iter()
+                self.norms.append(torch.stack([p.norm() for p in self.model.parameters()]).norm().item())
+
+            def after_epoch(self):
+                print(torch.stack([p.norm() for p in self.model.parameters()]).norm().item())
+        """,
+        {(7, "PFL201")},
+    ),
 }
 
 

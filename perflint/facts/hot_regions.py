@@ -15,10 +15,12 @@ from .hotness import (
     FEW_STEPS,
     HOT_METHODS,
     STEP_COUNTER,
+    every_step_hook,
+    hook_kinds,
     is_loss_function_name,
     terminates,
 )
-from .records import FunctionInfo, LoopInfo
+from .records import ClassInfo, FunctionInfo, LoopInfo
 from .values import Kind, Value
 
 
@@ -40,6 +42,10 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
             return f"autograd Function `{cls.name}.{name}`"
         if cls.is_data_pipeline:
             return ""  # `BaseTransform.forward(data)` runs in the data pipeline
+        hook = every_step_hook(name, class_hook_kinds(cls))
+        if hook is not None:
+            framework, unit = hook
+            return f"{framework} `{cls.name}.{name}` runs every {unit}"
         if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or imports_torch):
             return f"`{cls.name}.{name}` runs every step"
         if name == "__call__" and cls.is_loss:
@@ -57,6 +63,13 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
     if func.parent is None and is_loss_function_name(name) and imports_torch and not func.loops_steps:
         return f"loss function `{name}`"
     return ""
+
+
+def class_hook_kinds(cls: ClassInfo) -> frozenset[str]:
+    """What kind of hook or callback object `cls` is (see `hotness.hook_kinds`), from its
+    name and its bases', through the bases defined in the same file."""
+    lineage = list(cls.lineage())
+    return hook_kinds([c.name for c in lineage], [b for c in lineage for b in c.base_names])
 
 
 def in_test_or_data_pipeline(func: FunctionInfo | None, is_test: Callable[[FunctionInfo], bool]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Iterable
 
 from .syntax import dotted
 
@@ -148,8 +149,18 @@ def is_throttled_test(node: ast.expr) -> bool:
             all(is_throttled_test(v) or _is_rare_condition(v) for v in node.values)
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
         name = receiver_name(node.func).lower()
-        return name.startswith(("should_log", "is_log", "should_eval", "should_save"))
+        # `self.every_n_train_iters(runner, 50)`, `self.end_of_epoch(runner, batch_idx)`,
+        # `self.is_last_train_iter(runner)`: mmengine's and mmcv's hook helpers
+        return name.startswith(_THROTTLING_CALLS) or bool(_LAST_STEP_CHECK.match(name))
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        # `if control.should_log:` (Hugging Face's TrainerControl, set every `logging_steps`)
+        return receiver_name(node).lower().startswith(_THROTTLING_FLAGS)
     return False
+
+
+_THROTTLING_FLAGS = ("should_log", "should_eval", "should_save")
+_THROTTLING_CALLS = _THROTTLING_FLAGS + ("is_log", "every_n_", "end_of_epoch")
+_LAST_STEP_CHECK = re.compile(r"is_last_(?:train_|val_|test_)?(?:iter|epoch|step|batch)")
 
 
 # Checks that are False whenever PyTorch runs eagerly (not TorchScript, tracing or export):
@@ -412,3 +423,90 @@ def _mentions(node: ast.AST, names: frozenset[str]) -> bool:
 def _reports_failure(stmt: ast.stmt) -> bool:
     return any(_FAILURE_REPORTS.match(_call_name(n) or "-") is not None
                for n in ast.walk(stmt) if isinstance(n, ast.Call))
+
+
+# ----------------------------------------------------------------- hooks and callbacks
+# Methods that training frameworks call on their hook and callback objects once per
+# iteration (a batch, an optimizer step), by the kind of base class they are defined on.
+# Per-epoch and per-run methods (`after_train_epoch`, `after_run`, `on_train_epoch_end`,
+# `on_log`, `on_evaluate`, `on_save`) are not here: they stay cold.
+_MMENGINE_ITER_HOOKS = frozenset(  # mmengine.hooks.Hook (and mmcv's, which has the same)
+    """before_train_iter after_train_iter before_val_iter after_val_iter before_test_iter
+    after_test_iter _before_iter _after_iter""".split()
+)
+_MMCV_ITER_HOOKS = frozenset({"before_iter", "after_iter"})  # mmcv.runner.Hook
+_DETECTRON2_STEP_HOOKS = frozenset({"before_step", "after_step", "after_backward"})  # HookBase
+_LIGHTNING_BATCH_HOOKS = frozenset(  # lightning.pytorch.Callback, and the LightningModule's own
+    """on_train_batch_start on_train_batch_end on_validation_batch_start
+    on_validation_batch_end on_test_batch_start on_test_batch_end on_predict_batch_start
+    on_predict_batch_end on_before_backward on_after_backward on_before_optimizer_step
+    on_before_zero_grad""".split()
+)
+_LIGHTNING_MODULE_STEP_HOOKS = _LIGHTNING_BATCH_HOOKS | frozenset(  # only a LightningModule's
+    """on_before_batch_transfer on_after_batch_transfer transfer_batch_to_device
+    optimizer_step optimizer_zero_grad backward""".split()
+)
+_HF_STEP_CALLBACKS = frozenset(  # transformers.TrainerCallback
+    """on_step_begin on_step_end on_substep_end on_pre_optimizer_step on_optimizer_step
+    on_prediction_step""".split()
+)
+_FASTAI_BATCH_CALLBACKS = frozenset(  # fastai.callback.core.Callback
+    """before_batch after_pred after_loss before_backward after_backward before_step
+    after_step after_batch""".split()
+)
+# A trainer subclass's per-iteration methods, which the base class's loop calls:
+# YOLOX's `Trainer.before_iter/after_iter/train_one_iter`, detectron2's `TrainerBase.run_step`
+# and its `before_step/after_step/after_backward` (which call the hooks).
+_TRAINER_STEP_METHODS = frozenset(
+    """before_iter after_iter train_one_iter run_step before_step after_step
+    after_backward""".split()
+)
+# (base kind, methods, what calls them, what one call is)
+_EVERY_STEP_HOOKS = (
+    ("hook", _MMENGINE_ITER_HOOKS, "mmengine hook", "iteration"),
+    ("hook", _MMCV_ITER_HOOKS, "mmcv hook", "iteration"),
+    ("hook", _DETECTRON2_STEP_HOOKS, "detectron2 hook", "step"),
+    ("callback", _LIGHTNING_BATCH_HOOKS, "Lightning callback", "batch"),
+    ("callback", _HF_STEP_CALLBACKS, "Hugging Face TrainerCallback", "step"),
+    ("callback", _FASTAI_BATCH_CALLBACKS, "fastai callback", "batch"),
+    ("lightning", _LIGHTNING_MODULE_STEP_HOOKS, "Lightning hook", "batch"),
+    ("trainer", _TRAINER_STEP_METHODS, "trainer hook", "iteration"),
+)
+# Every method name above: what `getattr(hook, fn_name)(...)` may call every step.
+EVERY_STEP_HOOK_METHODS = frozenset().union(*(methods for _, methods, _, _ in _EVERY_STEP_HOOKS))
+# Lightning's own callbacks, which users subclass (their names do not end in "Callback").
+_LIGHTNING_CALLBACKS = frozenset(
+    """ModelCheckpoint EarlyStopping LearningRateMonitor BasePredictionWriter ProgressBar
+    TQDMProgressBar RichProgressBar ModelSummary StochasticWeightAveraging""".split()
+)
+
+
+def hook_kinds(class_names: Iterable[str], base_names: Iterable[str]) -> frozenset[str]:
+    """What kind of hook object a class is, from the names of its lineage (`class_names`:
+    the class and its bases defined in the same file) and of the bases they name
+    (`base_names`, as written: `Hook`, `mmengine.hooks.Hook`, `pl.Callback`): "hook"
+    (mmengine, mmcv, detectron2), "callback" (Lightning, Hugging Face, fastai), "lightning"
+    (a LightningModule), "trainer" (a subclass of a trainer whose loop calls its methods)."""
+    kinds = set()
+    for name in [*class_names, *(b.rsplit(".", 1)[-1] for b in base_names)]:
+        if name.endswith("Hook") or name == "HookBase":
+            kinds.add("hook")
+        elif name.endswith("Callback") or name in _LIGHTNING_CALLBACKS:
+            kinds.add("callback")
+    for base in base_names:
+        last = base.rsplit(".", 1)[-1]
+        if last == "LightningModule":
+            kinds.add("lightning")
+        elif last.endswith("Trainer") or last == "TrainerBase":
+            kinds.add("trainer")  # a base only: a trainer's own loop calls its own methods
+    return frozenset(kinds)
+
+
+def every_step_hook(method: str, kinds: frozenset[str]) -> tuple[str, str] | None:
+    """(what calls it, what one call is) when a framework calls `method` of a hook object
+    of these `kinds` every iteration: ("mmengine hook", "iteration") for `after_train_iter`."""
+    for kind, methods, framework, unit in _EVERY_STEP_HOOKS:
+        if kind in kinds and method in methods:
+            return framework, unit
+    return None
+
