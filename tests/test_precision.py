@@ -703,6 +703,60 @@ SILENT = {
                 if state.global_step % args.logging_steps == 0:
                     print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
     """,
+    "hook method names on classes that are not hooks": """
+        import torch
+
+        class Stats:
+            def after_train_iter(self, values):
+                return torch.stack(values).mean().item()
+
+        class Report:
+            def on_step_end(self, values):
+                return torch.stack(values).mean().item()
+
+            def after_step(self, values):
+                return torch.stack(values).mean().item()
+
+        def summarize(loader, hooks, stats):
+            for h in hooks:  # not in a step loop: once
+                h.after_step([torch.ones(1)])
+            return stats.after_train_iter([torch.ones(1)])
+    """,
+    "ignite handlers of other events": """
+        import torch
+        from ignite.engine import Events
+
+        def attach(trainer, model):
+            def weights(engine):
+                print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            @trainer.on(Events.EPOCH_COMPLETED)
+            def per_epoch(engine):
+                print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            @trainer.on(Events.ITERATION_COMPLETED(every=100))
+            def every_hundred(engine):
+                print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            trainer.add_event_handler(Events.COMPLETED, weights)
+            trainer.add_event_handler(Events.ITERATION_COMPLETED(every=50), weights)
+    """,
+    "hooks called through a list once, after training": """
+        import torch
+        from detectron2.engine import HookBase
+
+        class Summary(HookBase):
+            def after_train(self):
+                print(torch.stack([p.norm() for p in self.trainer.model.parameters()]).norm().item())
+
+        def train(model, loader, optimizer, hooks):
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+            for h in hooks:
+                h.after_train()
+    """,
 }
 
 

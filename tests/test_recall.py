@@ -469,6 +469,43 @@ CASES = {
         """,
         {(7, "PFL201")},
     ),
+    "ignite: the process function and per-iteration handlers": (
+        """
+        import torch
+        from ignite.engine import Engine, Events
+
+        def run(model, optimizer, loader, max_epochs):
+            def train_step(engine, batch):
+                x, y = batch
+                loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            trainer = Engine(train_step)
+
+            @trainer.on(Events.ITERATION_COMPLETED)
+            def log_grad_norm(engine):
+                norms = [p.grad.norm() for p in model.parameters() if p.grad is not None]
+                engine.state.metrics["grad_norm"] = torch.stack(norms).norm().item()
+
+            @trainer.on(Events.ITERATION_COMPLETED(every=100))
+            def log_weights(engine):
+                print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            def check_weights(engine):
+                assert torch.isfinite(torch.stack([p.norm() for p in model.parameters()])).all()
+
+            def epoch_summary(engine):
+                print(torch.stack([p.norm() for p in model.parameters()]).norm().item())
+
+            trainer.add_event_handler(Events.ITERATION_STARTED, check_weights)
+            trainer.add_event_handler(Events.EPOCH_COMPLETED, epoch_summary)
+            trainer.run(loader, max_epochs=max_epochs)
+        """,
+        {(11, "PFL201"), (18, "PFL201"), (25, "PFL207")},
+    ),
     "a trainer subclass: the base class's loop calls after_iter every iteration": (
         """
         import torch
@@ -483,6 +520,89 @@ CASES = {
                 print(torch.stack([p.norm() for p in self.model.parameters()]).norm().item())
         """,
         {(7, "PFL201")},
+    ),
+    "hooks called through a list in the training loop": (
+        """
+        import torch
+
+        class HookBase:
+            def on_batch_done(self, loss):
+                pass
+
+            def on_train_done(self, loss):
+                pass
+
+        class LossHistoryHook(HookBase):
+            def __init__(self):
+                self.history = []
+
+            def on_batch_done(self, loss):
+                self.history.append(loss.item())
+
+            def on_train_done(self, loss):
+                print(loss.item())
+
+        class Recorder:  # not a hook: its method of the same name is not called through the list
+            def on_batch_done(self, loss):
+                print(loss.item())
+
+        def train(model, loader, optimizer, hooks):
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                for hook in hooks:
+                    hook.on_batch_done(loss.detach())
+            for hook in hooks:
+                hook.on_train_done(loss.detach())
+        """,
+        {(15, "PFL201")},
+    ),
+    "hooks called by name with getattr (mmengine's call_hook) get the runner": (
+        """
+        import torch
+
+        class MessageHub:
+            def __init__(self):
+                self.scalars = {}
+
+            def update_scalar(self, key, value):
+                if isinstance(value, torch.Tensor):
+                    value = value.item()
+                self.scalars[key] = value
+
+        class Hook:
+            def after_train_iter(self, runner, outputs=None):
+                pass
+
+        class RuntimeInfoHook(Hook):
+            def after_train_iter(self, runner, outputs=None):
+                for key, value in outputs.items():
+                    runner.message_hub.update_scalar(key, value)
+
+        class Runner:
+            def __init__(self, model, loader, optimizer, hooks=()):
+                self.model = model
+                self.loader = loader
+                self.optimizer = optimizer
+                self.message_hub = MessageHub()
+                self.hooks = list(hooks)
+
+            def call_hook(self, fn_name, **kwargs):
+                for hook in self.hooks:
+                    getattr(hook, fn_name)(self, **kwargs)
+
+            def train(self):
+                for x, y in self.loader:
+                    loss = torch.nn.functional.mse_loss(self.model(x.cuda()), y.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.call_hook("after_train_iter", outputs={"loss": loss.detach()})
+                self.call_hook("after_run")
+        """,
+        {(9, "PFL201")},
     ),
 }
 

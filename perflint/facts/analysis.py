@@ -21,7 +21,7 @@ The facts are split by concern; each module imports only modules listed before i
   hot_regions                         hot-path decisions over those records
   project_calls                       the file's side of the project pass
   file_facts                          what the file defines; the state the walkers share
-  frame, expressions, call_interpreter, walker
+  frame, expressions, call_interpreter, dispatch, walker
                                       the walker, one layer (a subclass) per module
   analysis (here)                     the two passes
   context                             what rules see: RuleContext

@@ -3,8 +3,9 @@
 The walker is built in layers, each in its own module and each a subclass of the one
 below: `Frame` (the state of one walk: the environment, parameters, names, `self.<attr>`,
 and handing nodes to the rules that asked for them), `expressions.ExpressionInterpreter`
-(values of expressions and assignment targets), `call_interpreter.CallInterpreter` (calls)
-and `walker.Walker` (statements, loops and branches; the one that is run).
+(values of expressions and assignment targets), `call_interpreter.CallInterpreter` (calls),
+`dispatch.DispatchInterpreter` (calls that frameworks and hook lists make) and
+`walker.Walker` (statements, loops and branches; the one that is run).
 """
 
 from __future__ import annotations

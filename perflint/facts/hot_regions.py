@@ -15,6 +15,7 @@ from .hotness import (
     FEW_STEPS,
     HOT_METHODS,
     STEP_COUNTER,
+    every_iteration_decorator,
     every_step_hook,
     hook_kinds,
     is_loss_function_name,
@@ -33,6 +34,10 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
     name, cls = func.name, func.cls
     if name in COLD_METHODS or is_test:
         return ""  # `__init__`; `test_ctc_loss` tests a loss, it is not one
+    if func.registered_hot:
+        return func.registered_hot
+    if every_iteration_decorator(func.node):
+        return f"ignite handler `{func.display_name}` runs every iteration"
     if cls is None and func.parent is None and name in hot_functions:
         return f"`{name}` is called every step from another module"
     if cls is not None:

@@ -510,3 +510,34 @@ def every_step_hook(method: str, kinds: frozenset[str]) -> tuple[str, str] | Non
             return framework, unit
     return None
 
+
+# ignite: the events an `Engine` fires once per iteration. (`Events.ITERATION_COMPLETED(every=50)`
+# is a call: it fires every 50 iterations.)
+_IGNITE_ITERATION_EVENTS = frozenset(
+    {"ITERATION_STARTED", "ITERATION_COMPLETED", "GET_BATCH_STARTED", "GET_BATCH_COMPLETED"})
+IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine",
+                            "ignite.engine.DeterministicEngine", "ignite.engine.deterministic.DeterministicEngine"})
+
+
+def is_every_iteration_event(node: ast.expr) -> bool:
+    """`Events.ITERATION_COMPLETED`, `Events.ITERATION_STARTED | Events.EPOCH_COMPLETED`."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return is_every_iteration_event(node.left) or is_every_iteration_event(node.right)
+    return isinstance(node, ast.Attribute) and node.attr in _IGNITE_ITERATION_EVENTS \
+        and receiver_name(node.value) == "Events"
+
+
+def every_iteration_decorator(func: ast.AST) -> bool:
+    """`@trainer.on(Events.ITERATION_COMPLETED)`: ignite calls the handler every iteration."""
+    return isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "on"
+        and d.args and is_every_iteration_event(d.args[0]) for d in func.decorator_list)
+
+
+def every_iteration_handler(node: ast.Call) -> ast.expr | None:
+    """The handler of `engine.add_event_handler(Events.ITERATION_COMPLETED, handler, ...)`."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "add_event_handler" and len(node.args) >= 2 \
+            and is_every_iteration_event(node.args[0]):
+        return node.args[1]
+    return None

@@ -87,6 +87,9 @@ class FunctionInfo:
     hot_chain: HotChain = ()
     hot_seed: str | None = None
     has_loop: bool = False
+    # A framework calls it every iteration, as this file registers it: "ignite `Engine`
+    # runs `train_step` every iteration" (see `dispatch`)
+    registered_hot: str = ""
     local_calls: int = 0  # calls in this file (summary pass)
     foreign_callers: bool = False  # other files call it every step (the project pass)
     opaque_calls: bool = False  # one of them passes `*args` / `**kwargs`

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from .call_interpreter import CallInterpreter
+from .dispatch import DispatchInterpreter
 from .environment import (
     Env,
     annotation_value,
@@ -36,7 +36,7 @@ from .syntax import dotted, pattern_names
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join
 
 
-class Walker(CallInterpreter):
+class Walker(DispatchInterpreter):
     """Interprets one function body (or the module body) in one pass."""
 
     def run(self) -> None:

@@ -1,0 +1,96 @@
+"""Calls whose callee is found by convention, the walker's fourth layer (see `frame`).
+
+Training frameworks call user code that no call in the file names:
+
+- hooks called through a list or by name in hot code: `for h in self._hooks: h.after_step()`
+  (detectron2's `TrainerBase`), `getattr(hook, fn_name)(self, **kwargs)` (mmengine's
+  `Runner.call_hook`): the methods of that name of the file's hook and callback classes
+  (see `hot_regions.class_hook_kinds`) run every step, with what the call passes;
+- handlers registered with an ignite `Engine`: `Engine(train_step)` runs `train_step` every
+  iteration, and so does `engine.add_event_handler(Events.ITERATION_COMPLETED, log)`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .call_interpreter import CallInterpreter
+from .hot_regions import class_hook_kinds
+from .hotness import EVERY_STEP_HOOK_METHODS, IGNITE_ENGINES, every_iteration_handler
+from .records import SUMMARY, FunctionInfo
+from .syntax import dotted
+from .values import Kind, Value
+
+
+class DispatchInterpreter(CallInterpreter):
+    """Calls that frameworks and hook lists make."""
+
+    def _method_call(self, node: ast.Call, func: ast.Attribute, recv: Value,
+                     args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+        if self.mode == SUMMARY:
+            handler = every_iteration_handler(node)
+            if handler is not None:
+                self._register(handler, "ignite handler `{}` runs every iteration")
+        if recv.kind is not Kind.UNKNOWN or recv.ref is not None:
+            return super()._method_call(node, func, recv, args, kwargs)
+        if self._loop_element(func.value):
+            self._call_hooks(node, frozenset({func.attr}), args, kwargs)
+        return super()._method_call(node, func, recv, args, kwargs)
+
+    def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],
+                        kwargs: dict[str | None, Value]) -> Value:
+        if self.mode == SUMMARY and qualname in IGNITE_ENGINES and node.args:
+            self._register(node.args[0], "ignite `Engine` runs `{}` every iteration")  # Engine(train_step)
+        return super()._qualified_call(qualname, node, args, kwargs)
+
+    def _call(self, node: ast.Call, callee: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+        if isinstance(node.func, ast.Call):
+            getter = node.func  # `getattr(hook, fn_name)(self, **kwargs)`
+            if dotted(getter.func) == "getattr" and len(getter.args) >= 2 and self._loop_element(getter.args[0]):
+                name = getter.args[1]
+                names = frozenset({name.value}) if isinstance(name, ast.Constant) and isinstance(name.value, str) \
+                    else EVERY_STEP_HOOK_METHODS
+                self._call_hooks(node, names, args, kwargs)
+        return super()._call(node, callee, args, kwargs)
+
+    # ----------------------------------------------------------------- hook lists
+    def _loop_element(self, node: ast.expr) -> bool:
+        """`h` in `for h in self._hooks:`: one of a collection's elements."""
+        return isinstance(node, ast.Name) and any(node.id in loop.targets for loop in self.loops)
+
+    def _call_hooks(self, node: ast.Call, names: frozenset[str], args: list[Value],
+                    kwargs: dict[str | None, Value]) -> None:
+        """A call of methods `names` on hooks this code does not know calls the methods of
+        those names of the hook and callback classes of this file (not of every class that
+        has one): a call like any other, so in hot code they run every step."""
+        if self.silent:
+            return
+        reason = f"called every step through the hooks in `{self.func.display_name}`"
+        for cls in self.file.classes.values():
+            targets = [cls.methods[n] for n in names if n in cls.methods]
+            if not targets or not class_hook_kinds(cls):
+                continue
+            for target in targets:
+                binding = self._bind(target, node, args, kwargs, bound=True)
+                self.file.note_call(self.func, target, binding, self.mode, self.hot, reason, self.hot_origin,
+                                    node.lineno)
+
+    # ----------------------------------------------------------------- registrations
+    def _register(self, handler: ast.expr, reason: str) -> None:
+        """A framework calls `handler` every iteration: it is an entry point."""
+        target = self._handler_function(handler)
+        if target is not None and not target.registered_hot:
+            target.registered_hot = reason.format(target.display_name)
+
+    def _handler_function(self, handler: ast.expr) -> FunctionInfo | None:
+        """The function of this file that `handler` names: `log_step`, `self.log_step`, or the
+        `__call__` of `LogHandler()`."""
+        if isinstance(handler, ast.Name):
+            return self._local_function(handler.id)
+        if isinstance(handler, ast.Attribute) and isinstance(handler.value, ast.Name) \
+                and handler.value.id == self.self_name and self.func.cls is not None:
+            return self.func.cls.lookup_method(handler.attr)
+        if isinstance(handler, ast.Call) and isinstance(handler.func, ast.Name):
+            cls = self.file.classes.get(handler.func.id)
+            return cls.lookup_method("__call__") if cls is not None else None
+        return None
