@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from .facts.project_calls import ANY_PACKAGE
+
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
@@ -80,6 +82,7 @@ class ProjectIndex:
         self.modules: list[tuple[str, str, bool]] = []  # (module, root, is a package __init__)
         self._by_name: dict[str, list[int]] = {}
         self._roots: dict[int, list[str]] = {}  # the roots of a file's namespace-package names
+        self._by_last_name: dict[str, list[int]] = {}  # `message_hub` -> `pkg.logging.message_hub`
         packages: dict[str, tuple[tuple[str, ...], str]] = {}
         for index, path in enumerate(paths):
             if path.suffix not in (".py", ".pyi"):
@@ -89,6 +92,7 @@ class ProjectIndex:
             self.modules.append((name, root, path.name == "__init__.py"))
             if name:
                 self._by_name.setdefault(name, []).append(index)
+                self._by_last_name.setdefault(name.rpartition(".")[2], []).append(index)
                 # `utils/general.py` with no `utils/__init__.py` (a namespace package, or a
                 # script directory on sys.path) is imported as `utils.general` too
                 for longer, longer_root in _namespace_names(name, root):
@@ -112,7 +116,13 @@ class ProjectIndex:
     def resolve(self, caller: int, qualname: str) -> tuple[int, str] | None:
         """(index of the file defining it, name in that file) for a module-level function
         (`pkg.losses.dice` -> "dice") or a method of a module-level class
-        (`pkg.metrics.ConfusionMatrix.process_batch` -> "ConfusionMatrix.process_batch")."""
+        (`pkg.metrics.ConfusionMatrix.process_batch` -> "ConfusionMatrix.process_batch"), or a
+        method in the one module of a name (`*.message_hub.MessageHub.update_scalar`: see
+        `facts.project_calls.by_attribute_name`)."""
+        if qualname.startswith(ANY_PACKAGE):  # `*.message_hub.MessageHub.update_scalar`
+            module, _, name = qualname[len(ANY_PACKAGE):].partition(".")
+            found = self._by_last_name.get(module, [])
+            return (found[0], name) if len(found) == 1 and name else None
         absolute = self._absolute(caller, qualname)
         if not absolute or "." not in absolute:
             return None

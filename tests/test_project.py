@@ -241,3 +241,63 @@ def test_class_methods_and_signatures_resolve(tmp_path):
         3: frozenset({"to_dense_batch"}),
         5: frozenset({"filter_boxes(t,-)"}),
     }
+
+
+# A hook reaches a helper object through the runner it is given: `runner.message_hub` is
+# not typed in the hook's file, but the attribute is named after its class, defined in a
+# module of that name (mmengine's `MessageHub` in `logging/message_hub.py`).
+BY_NAME = {
+    "pyproject.toml": "[project]\nname = 'eng'\n",
+    "eng/__init__.py": "",
+    "eng/logging/__init__.py": "",
+    "eng/logging/message_hub.py": """
+        import torch
+
+        class MessageHub:
+            def update_scalar(self, key, value):
+                self.last = value.item() if isinstance(value, torch.Tensor) else value
+    """,
+    "eng/vis/__init__.py": "",
+    "eng/vis/visual_backend.py": """
+        import torch
+
+        class VisualBackend:
+            def add_scalar(self, key, value):
+                self.last = value.item() if isinstance(value, torch.Tensor) else value
+    """,
+    "eng/a/__init__.py": "",
+    "eng/a/meter_bank.py": """
+        class MeterBank:
+            def update(self, value):
+                self.last = value.item()
+    """,
+    "eng/b/__init__.py": "",
+    "eng/b/meter_bank.py": """
+        class MeterBank:
+            def update(self, value):
+                self.last = value.item()
+    """,
+    "eng/hooks.py": """
+        from mmengine.hooks import Hook
+
+        class LogHook(Hook):
+            def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+                runner.message_hub.update_scalar("train/loss", outputs["loss"])
+                runner.meter_bank.update(outputs["loss"])  # two modules of that name: unknown
+
+            def after_run(self, runner):
+                runner.visual_backend.add_scalar("final/loss", runner.outputs["loss"])
+    """,
+}
+
+
+def test_objects_found_by_the_name_of_the_attribute_holding_them(tmp_path):
+    write(tmp_path, BY_NAME)
+    found = findings(check_paths([tmp_path / "eng"], SettingsResolver(tmp_path), jobs=1))
+    assert found == {("message_hub.py", 5, "PFL201")}  # not from after_run, not an ambiguous name
+    paths = [tmp_path / p for p in ("eng/hooks.py", "eng/logging/message_hub.py", "eng/a/meter_bank.py",
+                                    "eng/b/meter_bank.py")]
+    index = ProjectIndex(paths)
+    assert index.resolve(0, "*.message_hub.MessageHub.update_scalar") == (1, "MessageHub.update_scalar")
+    assert index.resolve(0, "*.meter_bank.MeterBank.update") is None
+    assert index.resolve(0, "*.visual_backend.VisualBackend.add_scalar") is None

@@ -111,11 +111,6 @@ WHOLE_PROJECT_XFAIL: dict[tuple[str, str], str] = {
         "(`FastRCNNOutputLayers(1024, Box2BoxTransform(...), num_classes)` in roi_heads.py, stored as "
         "`self.box2box_transform`); `self.box2box_transform.get_deltas(...)` in fast_rcnn.py is not "
         "resolved through the constructor parameter (also in a single file)",
-    ("mmlite", "mmlite/logging/message_hub.py"):
-        "MessageHub.update_scalar is called per iteration from RuntimeInfoHook.after_train_iter, which "
-        "the Runner calls as `getattr(hook, fn_name)(self, **kwargs)` over `self._hooks` "
-        "(mmengine's call_hook, from EpochBasedTrainLoop.run_iter); neither the hook list nor the "
-        "getattr dispatch by name is resolved (also in a single file)",
     ("lit_classifier", "src/litcls/metrics.py"):
         "PFL214 in multiclass_accuracy: the function is seeded hot from training_step (model.py) with "
         "the signature (t,-); `y` from the batch crosses the module boundary as unknown, so "

@@ -7,19 +7,30 @@ Training frameworks call user code that no call in the file names:
   `Runner.call_hook`): the methods of that name of the file's hook and callback classes
   (see `hot_regions.class_hook_kinds`) run every step, with what the call passes;
 - handlers registered with an ignite `Engine`: `Engine(train_step)` runs `train_step` every
-  iteration, and so does `engine.add_event_handler(Events.ITERATION_COMPLETED, log)`.
+  iteration, and so does `engine.add_event_handler(Events.ITERATION_COMPLETED, log)`;
+- a method of an object held in an attribute named after its class, in another project file:
+  `runner.message_hub.update_scalar(...)` calls `MessageHub.update_scalar`, found by the
+  project pass in a module named `message_hub` (see `project_calls.by_attribute_name`).
 """
 
 from __future__ import annotations
 
 import ast
 
-from .call_interpreter import CallInterpreter
+from .call_interpreter import TENSOR_ONLY_METHODS, CallInterpreter
 from .hot_regions import class_hook_kinds
 from .hotness import EVERY_STEP_HOOK_METHODS, IGNITE_ENGINES, every_iteration_handler
+from .project_calls import by_attribute_name, call_signature
 from .records import SUMMARY, FunctionInfo
 from .syntax import dotted
+from .torch_api import DTYPE_PRESERVING_METHODS, TENSOR_PYTHON_METHODS, TENSOR_SEQ_METHODS
 from .values import Kind, Value
+
+
+# Methods of tensors, containers and strings: the object is not an instance of a project class.
+_NOT_GUESSED = TENSOR_ONLY_METHODS | TENSOR_PYTHON_METHODS | TENSOR_SEQ_METHODS | DTYPE_PRESERVING_METHODS \
+    | frozenset("""items keys values get pop append extend insert setdefault copy clear index count
+    format join split strip replace startswith endswith""".split())
 
 
 class DispatchInterpreter(CallInterpreter):
@@ -35,6 +46,11 @@ class DispatchInterpreter(CallInterpreter):
             return super()._method_call(node, func, recv, args, kwargs)
         if self._loop_element(func.value):
             self._call_hooks(node, frozenset({func.attr}), args, kwargs)
+        if self.hot and self.reporting:
+            guess = by_attribute_name(func.value, func.attr)
+            if guess is not None and func.attr not in _NOT_GUESSED:
+                entry, name = guess
+                self._note_external_call(entry + call_signature(node, args, kwargs), name, node)
         return super()._method_call(node, func, recv, args, kwargs)
 
     def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],

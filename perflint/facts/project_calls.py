@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterable
 
 from .records import FunctionInfo
@@ -83,3 +84,25 @@ def bind_foreign_arguments(func: FunctionInfo, signatures: list[str]) -> None:
                 continue
             old = func.arg_values.get(name)
             func.arg_values[name] = value if old is None else join(old, value)
+
+
+# A hot call `*.message_hub.MessageHub.update_scalar`: the method of a class guessed from the
+# attribute that holds the object, in whichever project module has that name (the project
+# pass resolves it only when exactly one module does).
+ANY_PACKAGE = "*."
+_SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+def by_attribute_name(receiver: ast.expr, method: str) -> tuple[str, str] | None:
+    """(hot call, what it names) for a method called on an unknown object held in an
+    attribute or a parameter named after its class, by the convention that the class is
+    defined in a module of the same name: `runner.message_hub.update_scalar(...)` ->
+    ("*.message_hub.MessageHub.update_scalar", "MessageHub.update_scalar"). Only two-word
+    names or longer (`message_hub`, not `logger` or `h`)."""
+    name = receiver.attr if isinstance(receiver, ast.Attribute) else \
+        receiver.id if isinstance(receiver, ast.Name) else ""
+    name = name.lstrip("_")
+    if not _SNAKE_CASE.fullmatch(name) or method.startswith("__"):
+        return None
+    target = "".join(part.capitalize() for part in name.split("_")) + "." + method
+    return f"{ANY_PACKAGE}{name}.{target}", target
