@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 from .cache import Cache
 from .config import Overrides, Settings, SettingsResolver
 from .engine import FileResult, linter_for
-from .fileio import ChangedOnDisk, write_atomic
+from .fileio import ChangedOnDisk, read_error, write_atomic
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
 from .notebook import fix_notebook, is_notebook, lint_notebook
@@ -54,10 +54,7 @@ def read_source(path: Path, display: str) -> SourceFile | FileError:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        if not path.exists() and os.path.islink(path):
-            reason = "broken symbolic link"
-        return FileError(f"cannot read file: {reason}")
+        return FileError(read_error(path, exc))
     try:
         return SourceFile.from_bytes(display, raw)
     except DecodeFailure as exc:
@@ -70,14 +67,13 @@ def lint_target(target: Target, cwd: Path, raw: bytes | None = None,
     `hot_functions` are its functions that other files call every step."""
     display = display_path(target.path, cwd)
     linter = linter_for(target.settings.rules_for(target.path))
+    if target.error is not None:  # a directory that cannot be listed
+        return linter._error_result(display, FileError(target.error, subject="directory"))
     if raw is None:
         try:
             raw = target.path.read_bytes()
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            if os.path.islink(target.path) and not os.path.exists(target.path):
-                reason = "broken symbolic link"
-            return linter._error_result(display, FileError(f"cannot read file: {reason}"))
+            return linter._error_result(display, FileError(read_error(target.path, exc)))
     if is_notebook(target.path):
         return lint_notebook(linter, display, raw)
     return linter.lint_bytes(display, raw, hot_functions)
@@ -115,7 +111,7 @@ def project_targets(targets: Sequence[Target], paths: Sequence[Path], resolver: 
         return list(targets)
     known = {os.path.abspath(t.path) for t in targets}
     extra: list[Target] = []
-    for item in discover(list(roots), resolver, force_exclude=True):
+    for item in discover(list(roots), resolver, force_exclude=True, lenient=True):
         if isinstance(item, Target):
             key = os.path.abspath(item.path)
             if key not in known:
@@ -231,6 +227,7 @@ class FileFix:
     dropped: list[tuple[Diagnostic, str]]
     write_error: str | None = None
     diff_text: str | None = None  # notebooks: per-cell diffs (`original`/`fixed_text` are JSON)
+    write_failed: bool = False  # the file could not be written (not: it changed on disk meanwhile)
 
     @property
     def changed(self) -> bool:
@@ -301,6 +298,7 @@ def fix_paths(
                 write_atomic(target.path, source.to_bytes(outcome.text), raw)
             except (ChangedOnDisk, OSError) as exc:
                 file_fix.write_error = str(exc)
+                file_fix.write_failed = isinstance(exc, OSError)
                 linter = linter_for(target.settings.rules_for(target.path))
                 file_fix.remaining = linter.lint_source(source, hot_here).diagnostics
                 file_fix.fixed = []
@@ -335,6 +333,7 @@ def _fix_notebook_target(target: Target, display: str, raw: bytes, unsafe: bool,
             write_atomic(target.path, result.new_raw, raw)
         except (ChangedOnDisk, OSError) as exc:
             file_fix.write_error = str(exc)
+            file_fix.write_failed = isinstance(exc, OSError)
             file_fix.remaining = lint_notebook(linter, display, raw).diagnostics
             file_fix.fixed = []
     return file_fix

@@ -22,7 +22,7 @@ from .cache import clean as clean_caches
 from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
 from .engine import FileResult
 from .notebook import fix_notebook, is_notebook, lint_notebook
-from .registry import all_rules, rule_for
+from .registry import all_rules, closest_selector, rule_for
 from .report import FORMATTERS
 from .report.context import Sources, cwd_context
 from .report.github import ANNOTATION_LIMIT
@@ -51,7 +51,9 @@ def _fail(message: str) -> None:
 # --------------------------------------------------------------------------- options
 def _lint_options(func):
     options = [
-        click.argument("paths", nargs=-1, type=click.Path(path_type=Path)),
+        # readable=False: a file that cannot be read is a PFL001 finding and the run goes on,
+        # not a usage error that stops it (click would check os.access first).
+        click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False)),
         click.option("--select", multiple=True, help="Rule codes, prefixes or names to enable (comma-separated); replaces the configured selection. `ALL` enables every rule."),
         click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection."),
         click.option("--ignore", multiple=True, help="Rules to disable."),
@@ -167,6 +169,7 @@ def _run_inner(kw: dict, fix: bool) -> int:
     else:
         report = check_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache,
                              project_root=kw["project_root"])
+    _warn(resolver)
     for missing in report.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     if diff_only:
@@ -176,9 +179,22 @@ def _run_inner(kw: dict, fix: bool) -> int:
     _emit(report, kw, output_format, fixing=fix)
     if trace_note and not kw["quiet"]:
         click.echo(trace_note, err=True)
-    if report.missing:
+    if report.missing or _write_failed(report):
         return EXIT_ERROR
     return _exit_code(report, kw, fix)
+
+
+def _warn(resolver: SettingsResolver) -> None:
+    """What the configuration lookup ignored (a broken pyproject.toml with no perflint
+    settings, a directory skipped for the project analysis), once each."""
+    for warning in resolver.warnings:
+        click.echo(f"perflint: warning: {warning}", err=True)
+
+
+def _write_failed(report: CheckReport) -> bool:
+    """A fixed file could not be written (exit 2; a file that changed on disk meanwhile is
+    left alone on purpose and only warned about)."""
+    return isinstance(report, FixReport) and any(f.write_failed for f in report.files_fixed)
 
 
 def _join_trace(report: CheckReport, kw: dict, paths: list[Path], resolver: SettingsResolver) -> str:
@@ -223,10 +239,14 @@ def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: b
 
     if kw["show_settings"]:
         click.echo(show.settings_text(paths[0], resolver, kw["force_exclude"]), nl=False)
+        _warn(resolver)
         return EXIT_CLEAN
     if kw["show_files"]:
-        text, missing = show.files_text(paths, resolver, kw["force_exclude"])
+        text, missing, warnings = show.files_text(paths, resolver, kw["force_exclude"])
         click.echo(text, nl=False)
+        _warn(resolver)
+        for warning in warnings:
+            click.echo(f"perflint: warning: {warning}", err=True)
         return EXIT_ERROR if missing else EXIT_CLEAN
     if fixing:
         raise UsageFailure("--add-noqa cannot be combined with --fix or --diff")
@@ -234,6 +254,7 @@ def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: b
 
     result = add_noqa_to_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"],
                                cache=_open_cache(resolver, kw), project_root=kw["project_root"])
+    _warn(resolver)
     for missing in result.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     for warning in result.warnings:
@@ -277,7 +298,8 @@ def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool,
                 click.echo(f"perflint: warning: {file_fix.display}:{diagnostic.location.row}: "
                            f"dropped the {diagnostic.code} fix: {why}", err=True)
             if file_fix.write_error:
-                click.echo(f"perflint: warning: {file_fix.write_error}", err=True)
+                level = "error" if file_fix.write_failed else "warning"
+                click.echo(f"perflint: {level}: {file_fix.write_error}", err=True)
         if kw["show_fixes"] and report.fixed:
             click.echo(_fixed_listing(report), nl=False, err=not human)
 
@@ -292,8 +314,13 @@ def _summary(report: CheckReport, fixing: bool, kw: dict) -> str:
                      f"({fixed} fixed, {remaining} remaining).")
     elif remaining:
         lines.append(f"Found {remaining} finding{'s' if remaining != 1 else ''}.")
-    else:
+    elif not report.missing and not _write_failed(report):
         lines.append("All checks passed!")
+    if report.missing:  # never "All checks passed!" when a path was wrong
+        count = len(report.missing)
+        lines.append(f"{count} path{'s' if count != 1 else ''} could not be checked (see the error above).")
+    if _write_failed(report):
+        lines.append("Some fixes could not be written (see the error above).")
     safe = sum(1 for d in diagnostics if d.fix and d.fix.applicability is Applicability.SAFE)
     unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability is Applicability.UNSAFE)
     unsafe_enabled = bool(kw.get("unsafe_fixes"))
@@ -367,6 +394,7 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
     # in it runs every step, as for the file on disk.
     seeds = hot_seeds_for(path, resolver, jobs=kw["jobs"], cache=_open_cache(resolver, kw),
                           project_root=kw["project_root"]) if kw["stdin_filename"] else frozenset()
+    _warn(resolver)
     result = linter.lint_bytes(name, raw, seeds)
     if fix and result.parsed:
         source = SourceFile.from_bytes(name, raw)
@@ -448,7 +476,8 @@ def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
     elif code:
         found = rule_for(code)
         if found is None:
-            _fail(f"unknown rule `{code}`")
+            guess = closest_selector(code)
+            _fail(f"unknown rule `{code}`" + (f" (did you mean `{guess}`?)" if guess and rule_for(guess) else ""))
         rules = [found]  # type: ignore[list-item]
     else:
         _fail("give a rule code or --all")
