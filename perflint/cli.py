@@ -175,6 +175,7 @@ def _run_inner(kw: dict, fix: bool) -> int:
     if diff_only:
         assert isinstance(report, FixReport)
         return _print_diffs(report, kw)
+    kw["_enabled"] = {rule.code for settings in resolver.all_settings() for rule in settings.rules}
     trace_note = _join_trace(report, kw, paths, resolver) if kw.get("trace") is not None else None
     _emit(report, kw, output_format, fixing=fix)
     if trace_note and not kw["quiet"]:
@@ -334,7 +335,27 @@ def _summary(report: CheckReport, fixing: bool, kw: dict) -> str:
         hint_parts.append(f"{unsafe} more {noun} available with `--unsafe-fixes`")
     if hint_parts:
         lines.append(" (".join(hint_parts) + (")" if len(hint_parts) > 1 else "") + ".")
+    reveals = _reveals(diagnostics, kw.get("_enabled"))
+    if reveals:
+        flag = " --unsafe-fixes" if all(unsafe_fix for _, _, unsafe_fix in reveals) and not unsafe_enabled else ""
+        what = "; ".join(f"fixing {a} can reveal {b} findings" for a, b, _ in reveals)
+        lines.append(f"Counted before fixing: {what}, so `perflint fix{flag}` may fix more.")
     return "\n".join(lines) + "\n"
+
+
+def _reveals(diagnostics: list, enabled: set[str] | None) -> list[tuple[str, str, bool]]:
+    """(code, code it can reveal, whether all those fixes are unsafe) for the fixable findings
+    whose fix can make another rule's findings appear (`Rule.fix_reveals`), when that rule runs."""
+    rules = {r.code: r for r in all_rules()}
+    found: dict[tuple[str, str], bool] = {}
+    for d in diagnostics:
+        if d.fix is None or d.code not in rules or d.fix.applicability is Applicability.DISPLAY_ONLY:
+            continue
+        unsafe_fix = d.fix.applicability is Applicability.UNSAFE
+        for revealed in rules[d.code].fix_reveals:
+            if enabled is None or revealed in enabled:
+                found[(d.code, revealed)] = found.get((d.code, revealed), True) and unsafe_fix
+    return [(a, b, unsafe_fix) for (a, b), unsafe_fix in sorted(found.items())]
 
 
 def _fixed_listing(report: FixReport) -> str:

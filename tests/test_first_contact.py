@@ -295,3 +295,53 @@ def test_without_torch_the_install_hint_is_the_readmes_command(command, monkeypa
     readme = _readme_bench_install()
     assert readme == 'pip install torch==2.13.0 && pip install ".[bench]"'
     assert [line.strip() for line in result.stderr.splitlines() if "pip" in line] == [readme]
+
+
+# --------------------------------------------------------------------------- 6. what fix will do
+LOADER = """\
+import torch
+from torch.utils.data import DataLoader
+
+loader = DataLoader(dataset, batch_size=32, num_workers=4)
+for images, labels in loader:
+    images = images.to(device)
+    loss = model(images).sum()
+"""
+
+
+def test_check_says_when_fix_may_fix_more_than_it_counts(project):
+    """Pinning the loader (PFL104, unsafe) makes the copy a PFL105 finding, which the next
+    round of `fix --unsafe-fixes` fixes too: 2 fixed where check counted 1."""
+    (project / "train.py").write_text(LOADER)
+    checked = run("check", "--no-cache", "-j", "1", "train.py")
+    assert "1 more fix available with `--unsafe-fixes`" in checked.stdout
+    assert ("Counted before fixing: fixing PFL104 can reveal PFL105 findings, so "
+            "`perflint fix --unsafe-fixes` may fix more.") in checked.stdout
+    fixed = run("fix", "--no-cache", "-j", "1", "--unsafe-fixes", "--show-fixes", "train.py")
+    assert "Fixed 2 findings" in fixed.output and "PFL105" in fixed.output
+    ignored = run("check", "--no-cache", "-j", "1", "--ignore", "PFL105", "train.py")
+    assert "Counted before fixing" not in ignored.stdout, "PFL105 does not run: nothing to reveal"
+
+
+def _fix_corpus():
+    from perflint.registry import all_rules
+
+    for rule in all_rules():
+        for index, case in enumerate([*rule.invalid, *rule.valid]):
+            yield f"{rule.code}-{index}.py", case.source()
+    for path in sorted((Path(__file__).resolve().parent.parent / "examples").rglob("*.py")):
+        yield path.name, path.read_text(encoding="utf-8")
+
+
+def test_every_finding_a_fix_reveals_is_declared_by_the_fixing_rule():
+    """`Rule.fix_reveals` is what lets `check` say that `fix` may do more: every rule whose
+    fixes make other findings appear (and get fixed) on the examples declares them."""
+    from perflint.api import check_source, fix_source
+    from perflint.fixes import applicable
+    from perflint.registry import rule_for
+
+    for name, source in _fix_corpus():
+        before = {d.code for d in check_source(source, name, select=["ALL"]) if applicable(d, True)}
+        after = {d.code for d in fix_source(source, name, unsafe=True, select=["ALL"]).fixed}
+        declared = {code for fixer in before for code in rule_for(fixer).fix_reveals}
+        assert after - before <= declared, (name, sorted(before), sorted(after - before))
