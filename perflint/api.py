@@ -23,6 +23,7 @@ from .runner import display_path, lint_project, run_targets
 from .rule import FileError
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
+from .wrap import line_length_for
 
 __all__ = [
     "CheckReport", "FileFix", "FixReport", "check_paths", "check_source", "fix_paths", "fix_source",
@@ -190,8 +191,11 @@ def fix_source(
     settings: Settings | None = None,
     select: Sequence[str] | None = None,
     hot_functions: frozenset[str] = frozenset(),
+    line_length: int | None = None,
 ) -> FixOutcome:
-    """Fix Python source text; `hot_functions` are its functions other files call every step."""
+    """Fix Python source text; `hot_functions` are its functions other files call every step.
+    Fixed lines are kept within `line_length` (default: the line length configured for
+    `path`'s project, as ruff or black has it, else 88)."""
     if settings is None:
         settings = Overrides(select=tuple(select) if select is not None else None).apply(Settings(root=Path.cwd()))
     linter = linter_for(settings.rules_for(Path(path)))
@@ -200,7 +204,9 @@ def fix_source(
     def lint(src: SourceFile) -> list[Diagnostic]:
         return linter.lint_source(src, hot_functions).diagnostics
 
-    return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new))
+    if line_length is None:
+        line_length = line_length_for(Path(path))
+    return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new), line_length)
 
 
 def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: bool,
@@ -213,7 +219,7 @@ def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: 
     def make(new: str) -> SourceFile:
         return SourceFile(path=source.path, text=new, encoding=source.encoding, bom=source.bom)
 
-    return fix_text(source, lint, unsafe, make)
+    return fix_text(source, lint, unsafe, make, line_length_for(path))
 
 
 @dataclass
@@ -320,7 +326,7 @@ def fix_paths(
 def _fix_notebook_target(target: Target, display: str, raw: bytes, unsafe: bool,
                          write: bool) -> FileResult | FileFix:
     linter = linter_for(target.settings.rules_for(target.path))
-    result = fix_notebook(linter, display, raw, unsafe)
+    result = fix_notebook(linter, display, raw, unsafe, line_length_for(target.path))
     if isinstance(result, FileResult):  # cannot be analyzed: nothing to fix
         return result
     outcome = result.outcome

@@ -28,6 +28,7 @@ from .report.context import Sources, cwd_context
 from .report.github import ANNOTATION_LIMIT
 from .source import SourceFile
 from .types import Applicability
+from .wrap import line_length_for
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -450,7 +451,7 @@ def _run_stdin_notebook(kw: dict, linter, name: str, raw: bytes, fix: bool, unsa
         report.add(lint_notebook(linter, name, raw))
         _emit(report, kw, output_format, fixing=False, sources=sources)
         return _exit_code(report, kw, False)
-    result = fix_notebook(linter, name, raw, unsafe)
+    result = fix_notebook(linter, name, raw, unsafe, line_length_for(Path(name)))
     if kw["diff"]:
         diff = result.diff if not isinstance(result, FileResult) else ""
         click.echo(diff, nl=False)

@@ -640,8 +640,10 @@ class NotebookFix:
     error: str | None = None
 
 
-def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> NotebookFix | FileResult:
-    """Fix a notebook; a FileResult when it cannot be analyzed (nothing is written then)."""
+def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool,
+                 line_length: int | None = None) -> NotebookFix | FileResult:
+    """Fix a notebook; a FileResult when it cannot be analyzed (nothing is written then).
+    `line_length`: as for `fix_text`."""
     from .fixes import FixOutcome, fix_text
 
     notebook = load(raw)
@@ -656,7 +658,7 @@ def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> Note
     def lint(src: SourceFile) -> list[Diagnostic]:
         return linter.lint_source(src).diagnostics
 
-    outcome = fix_text(source, lint, unsafe, lambda new: SourceFile(path=display, text=new))
+    outcome = fix_text(source, lint, unsafe, lambda new: SourceFile(path=display, text=new), line_length)
     for text, edits in outcome.rounds:  # map cell positions through every round of edits
         tracker.apply(edits, text)
     if outcome.text == notebook.text:
