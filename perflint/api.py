@@ -195,7 +195,7 @@ def fix_source(
 ) -> FixOutcome:
     """Fix Python source text; `hot_functions` are its functions other files call every step.
     Fixed lines are kept within `line_length` (default: the line length configured for
-    `path`'s project, as ruff or black has it, else 88)."""
+    `path`'s project, as ruff or black has it, else 88; 0: no limit)."""
     if settings is None:
         settings = Overrides(select=tuple(select) if select is not None else None).apply(Settings(root=Path.cwd()))
     linter = linter_for(settings.rules_for(Path(path)))

@@ -164,3 +164,37 @@ def _modes_enforced() -> bool:
 
 as_a_user = pytest.mark.skipif(not _modes_enforced(),
                                reason="file modes are not enforced for root (the `deny` variant runs instead)")
+
+
+# --------------------------------------------------------------------------- processes
+# A test that starts a process (an interpreter, git, pre-commit) costs about a second; the
+# README's test command must stay fast on 2 cores. Such tests are marked `subprocess`, and
+# there are at most this many: check in-process (click's CliRunner) instead where you can.
+SUBPROCESS_BUDGET = 16
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(autouse=True)
+def _processes_are_marked(request, monkeypatch):
+    """A test (or its fixture) that starts a process itself must be marked `subprocess`.
+    Processes that libraries start (matplotlib's font lookup) do not count."""
+    if request.node.get_closest_marker("subprocess") is not None:
+        return
+    import subprocess
+    import sys
+
+    real = subprocess.Popen
+    nodeid = request.node.nodeid
+
+    class Unmarked(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename == subprocess.__file__:
+                frame = frame.f_back
+            if frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(TESTS + os.sep):
+                raise AssertionError(f"{nodeid} starts a process: do it in-process (click.testing.CliRunner) or "
+                                     "mark the test @pytest.mark.subprocess (their number is capped: "
+                                     "SUBPROCESS_BUDGET in tests/conftest.py)")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Unmarked)

@@ -18,8 +18,9 @@ elif shutil.which("ruff"):
     RUFF = [shutil.which("ruff")]
 else:
     RUFF = None
-pytestmark = pytest.mark.skipif(RUFF is None and not os.environ.get("CI"),
-                                reason="ruff is not installed (pip install -e '.[test]' installs it)")
+pytestmark = [pytest.mark.subprocess,
+              pytest.mark.skipif(RUFF is None and not os.environ.get("CI"),
+                                 reason="ruff is not installed (pip install -e '.[test]' installs it)")]
 
 SOURCE = "x = 1  # noqa: PFL201\ny = 2  # noqa: PFL201, E501\n"
 
