@@ -12,6 +12,10 @@ from perflint.registry import all_rules
 def pytest_configure(config):  # noqa: D103
     config.addinivalue_line("markers", "torch: needs PyTorch (skipped when it is not installed)")
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU (skipped when none is available)")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One of several test processes sharing the cores (pytest-xdist): a torch thread pool
+        # of one thread per core in each would oversubscribe them (torch is imported later).
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config, items):  # noqa: D103
