@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .rewrite import cst  # a lazy module: libcst loads when a long fixed line is laid out
+
 DEFAULT_LINE_LENGTH = 88
 
 if sys.version_info >= (3, 11):
@@ -141,8 +143,6 @@ def layout(expression: str, column: int, indent: str, limit: int, tail: int = 0,
     """`expression` laid out to start at `column`, its continuation lines indented from
     `indent`, with `tail` characters after it on its last line; None when libcst cannot
     parse it."""
-    from .rewrite import cst
-
     try:
         node = cst.parse_expression(expression)
     except Exception:
@@ -157,8 +157,6 @@ def layout(expression: str, column: int, indent: str, limit: int, tail: int = 0,
 
 class _Layout:
     def __init__(self, limit: int, unit: str) -> None:
-        from .rewrite import cst
-
         self.cst = cst
         self.limit = limit
         self.unit = unit
