@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 from .cache import Cache
 from .config import Overrides, Settings, SettingsResolver
 from .engine import FileResult, linter_for
-from .fileio import ChangedOnDisk, write_atomic
+from .fileio import ChangedOnDisk, read_error, write_atomic
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
 from .hot_paths import attach_hot_paths
@@ -24,6 +24,7 @@ from .runner import display_path, lint_project, run_targets
 from .rule import FileError
 from .source import DecodeFailure, SourceFile
 from .types import Diagnostic
+from .wrap import line_length_for
 
 __all__ = [
     "CheckReport", "FileFix", "FixReport", "check_paths", "check_source", "fix_paths", "fix_source",
@@ -55,10 +56,7 @@ def read_source(path: Path, display: str) -> SourceFile | FileError:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        if not path.exists() and os.path.islink(path):
-            reason = "broken symbolic link"
-        return FileError(f"cannot read file: {reason}")
+        return FileError(read_error(path, exc))
     try:
         return SourceFile.from_bytes(display, raw)
     except DecodeFailure as exc:
@@ -71,14 +69,13 @@ def lint_target(target: Target, cwd: Path, raw: bytes | None = None,
     `hot_functions` are its functions that other files call every step."""
     display = display_path(target.path, cwd)
     linter = linter_for(target.settings.rules_for(target.path))
+    if target.error is not None:  # a directory that cannot be listed
+        return linter._error_result(display, FileError(target.error, subject="directory"))
     if raw is None:
         try:
             raw = target.path.read_bytes()
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            if os.path.islink(target.path) and not os.path.exists(target.path):
-                reason = "broken symbolic link"
-            return linter._error_result(display, FileError(f"cannot read file: {reason}"))
+            return linter._error_result(display, FileError(read_error(target.path, exc)))
     if is_notebook(target.path):
         return lint_notebook(linter, display, raw)
     return linter.lint_bytes(display, raw, hot_functions)
@@ -116,7 +113,7 @@ def project_targets(targets: Sequence[Target], paths: Sequence[Path], resolver: 
         return list(targets)
     known = {os.path.abspath(t.path) for t in targets}
     extra: list[Target] = []
-    for item in discover(list(roots), resolver, force_exclude=True):
+    for item in discover(list(roots), resolver, force_exclude=True, lenient=True):
         if isinstance(item, Target):
             key = os.path.abspath(item.path)
             if key not in known:
@@ -195,8 +192,11 @@ def fix_source(
     settings: Settings | None = None,
     select: Sequence[str] | None = None,
     hot_functions: frozenset[str] = frozenset(),
+    line_length: int | None = None,
 ) -> FixOutcome:
-    """Fix Python source text; `hot_functions` are its functions other files call every step."""
+    """Fix Python source text; `hot_functions` are its functions other files call every step.
+    Fixed lines are kept within `line_length` (default: the line length configured for
+    `path`'s project, as ruff or black has it, else 88; 0: no limit)."""
     if settings is None:
         settings = Overrides(select=tuple(select) if select is not None else None).apply(Settings(root=Path.cwd()))
     linter = linter_for(settings.rules_for(Path(path)))
@@ -205,7 +205,9 @@ def fix_source(
     def lint(src: SourceFile) -> list[Diagnostic]:
         return linter.lint_source(src, hot_functions).diagnostics
 
-    return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new))
+    if line_length is None:
+        line_length = line_length_for(Path(path))
+    return fix_text(source, lint, unsafe, lambda new: SourceFile(path=path, text=new), line_length)
 
 
 def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: bool,
@@ -218,7 +220,7 @@ def fix_file_source(source: SourceFile, settings: Settings, path: Path, unsafe: 
     def make(new: str) -> SourceFile:
         return SourceFile(path=source.path, text=new, encoding=source.encoding, bom=source.bom)
 
-    return fix_text(source, lint, unsafe, make)
+    return fix_text(source, lint, unsafe, make, line_length_for(path))
 
 
 @dataclass
@@ -232,6 +234,7 @@ class FileFix:
     dropped: list[tuple[Diagnostic, str]]
     write_error: str | None = None
     diff_text: str | None = None  # notebooks: per-cell diffs (`original`/`fixed_text` are JSON)
+    write_failed: bool = False  # the file could not be written (not: it changed on disk meanwhile)
 
     @property
     def changed(self) -> bool:
@@ -302,6 +305,7 @@ def fix_paths(
                 write_atomic(target.path, source.to_bytes(outcome.text), raw)
             except (ChangedOnDisk, OSError) as exc:
                 file_fix.write_error = str(exc)
+                file_fix.write_failed = isinstance(exc, OSError)
                 linter = linter_for(target.settings.rules_for(target.path))
                 file_fix.remaining = linter.lint_source(source, hot_here).diagnostics
                 file_fix.fixed = []
@@ -323,7 +327,7 @@ def fix_paths(
 def _fix_notebook_target(target: Target, display: str, raw: bytes, unsafe: bool,
                          write: bool) -> FileResult | FileFix:
     linter = linter_for(target.settings.rules_for(target.path))
-    result = fix_notebook(linter, display, raw, unsafe)
+    result = fix_notebook(linter, display, raw, unsafe, line_length_for(target.path))
     if isinstance(result, FileResult):  # cannot be analyzed: nothing to fix
         return result
     outcome = result.outcome
@@ -336,6 +340,7 @@ def _fix_notebook_target(target: Target, display: str, raw: bytes, unsafe: bool,
             write_atomic(target.path, result.new_raw, raw)
         except (ChangedOnDisk, OSError) as exc:
             file_fix.write_error = str(exc)
+            file_fix.write_failed = isinstance(exc, OSError)
             file_fix.remaining = lint_notebook(linter, display, raw).diagnostics
             file_fix.fixed = []
     return file_fix

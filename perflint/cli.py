@@ -24,7 +24,7 @@ from .config import OUTPUT_FORMATS, ConfigError, Overrides, SettingsResolver
 from .engine import FileResult
 from .notebook import fix_notebook, is_notebook, lint_notebook
 from .docs import rule_json, rule_text
-from .registry import all_rules, rule_for
+from .registry import all_rules, closest_selector, rule_for
 from .report import FORMATTERS, statistics
 from .report.context import Sources, cwd_context
 from .report.github import ANNOTATION_LIMIT
@@ -33,6 +33,7 @@ from .trace.join import apply_trace
 from .trace.output import with_trace_properties
 from .trace.sites import TraceFileError
 from .types import Applicability
+from .wrap import line_length_for
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -56,7 +57,9 @@ def _fail(message: str) -> None:
 # --------------------------------------------------------------------------- options
 def _lint_options(func):
     options = [
-        click.argument("paths", nargs=-1, type=click.Path(path_type=Path)),
+        # readable=False: a file that cannot be read is a PFL001 finding and the run goes on,
+        # not a usage error that stops it (click would check os.access first).
+        click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False)),
         click.option("--select", multiple=True, help="Rule codes, prefixes or names to enable (comma-separated); replaces the configured selection. `ALL` enables every rule."),
         click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection."),
         click.option("--ignore", multiple=True, help="Rules to disable."),
@@ -172,18 +175,33 @@ def _run_inner(kw: dict, fix: bool) -> int:
     else:
         report = check_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"], cache=cache,
                              project_root=kw["project_root"])
+    _warn(resolver)
     for missing in report.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     if diff_only:
         assert isinstance(report, FixReport)
         return _print_diffs(report, kw)
+    kw["_enabled"] = {rule.code for settings in resolver.all_settings() for rule in settings.rules}
     trace_note = _join_trace(report, kw, paths, resolver) if kw.get("trace") is not None else None
     _emit(report, kw, output_format, fixing=fix)
     if trace_note and not kw["quiet"]:
         click.echo(trace_note, err=True)
-    if report.missing:
+    if report.missing or _write_failed(report):
         return EXIT_ERROR
     return _exit_code(report, kw, fix)
+
+
+def _warn(resolver: SettingsResolver) -> None:
+    """What the configuration lookup ignored (a broken pyproject.toml with no perflint
+    settings, a directory skipped for the project analysis), once each."""
+    for warning in resolver.warnings:
+        click.echo(f"perflint: warning: {warning}", err=True)
+
+
+def _write_failed(report: CheckReport) -> bool:
+    """A fixed file could not be written (exit 2; a file that changed on disk meanwhile is
+    left alone on purpose and only warned about)."""
+    return isinstance(report, FixReport) and any(f.write_failed for f in report.files_fixed)
 
 
 def _join_trace(report: CheckReport, kw: dict, paths: list[Path], resolver: SettingsResolver) -> str:
@@ -223,15 +241,20 @@ def _run_tool(kw: dict, paths: list[Path], resolver: SettingsResolver, fixing: b
     """--show-settings, --show-files and --add-noqa: they print or edit, and exit."""
     if kw["show_settings"]:
         click.echo(show.settings_text(paths[0], resolver, kw["force_exclude"]), nl=False)
+        _warn(resolver)
         return EXIT_CLEAN
     if kw["show_files"]:
-        text, missing = show.files_text(paths, resolver, kw["force_exclude"])
+        text, missing, warnings = show.files_text(paths, resolver, kw["force_exclude"])
         click.echo(text, nl=False)
+        _warn(resolver)
+        for warning in warnings:
+            click.echo(f"perflint: warning: {warning}", err=True)
         return EXIT_ERROR if missing else EXIT_CLEAN
     if fixing:
         raise UsageFailure("--add-noqa cannot be combined with --fix or --diff")
     result = add_noqa_to_paths(paths, resolver, force_exclude=kw["force_exclude"], jobs=kw["jobs"],
                                cache=_open_cache(resolver, kw), project_root=kw["project_root"])
+    _warn(resolver)
     for missing in result.missing:
         click.echo(f"perflint: error: {missing.path}: {missing.reason}", err=True)
     for warning in result.warnings:
@@ -271,7 +294,8 @@ def _emit(report: CheckReport, kw: dict, output_format: str, fixing: bool,
                 click.echo(f"perflint: warning: {file_fix.display}:{diagnostic.location.row}: "
                            f"dropped the {diagnostic.code} fix: {why}", err=True)
             if file_fix.write_error:
-                click.echo(f"perflint: warning: {file_fix.write_error}", err=True)
+                level = "error" if file_fix.write_failed else "warning"
+                click.echo(f"perflint: {level}: {file_fix.write_error}", err=True)
         if kw["show_fixes"] and report.fixed:
             click.echo(_fixed_listing(report), nl=False, err=not human)
 
@@ -286,8 +310,13 @@ def _summary(report: CheckReport, fixing: bool, kw: dict) -> str:
                      f"({fixed} fixed, {remaining} remaining).")
     elif remaining:
         lines.append(f"Found {remaining} finding{'s' if remaining != 1 else ''}.")
-    else:
+    elif not report.missing and not _write_failed(report):
         lines.append("All checks passed!")
+    if report.missing:  # never "All checks passed!" when a path was wrong
+        count = len(report.missing)
+        lines.append(f"{count} path{'s' if count != 1 else ''} could not be checked (see the error above).")
+    if _write_failed(report):
+        lines.append("Some fixes could not be written (see the error above).")
     safe = sum(1 for d in diagnostics if d.fix and d.fix.applicability is Applicability.SAFE)
     unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability is Applicability.UNSAFE)
     unsafe_enabled = bool(kw.get("unsafe_fixes"))
@@ -301,7 +330,27 @@ def _summary(report: CheckReport, fixing: bool, kw: dict) -> str:
         hint_parts.append(f"{unsafe} more {noun} available with `--unsafe-fixes`")
     if hint_parts:
         lines.append(" (".join(hint_parts) + (")" if len(hint_parts) > 1 else "") + ".")
+    reveals = _reveals(diagnostics, kw.get("_enabled"))
+    if reveals:
+        flag = " --unsafe-fixes" if all(unsafe_fix for _, _, unsafe_fix in reveals) and not unsafe_enabled else ""
+        what = "; ".join(f"fixing {a} can reveal {b} findings" for a, b, _ in reveals)
+        lines.append(f"Counted before fixing: {what}, so `perflint fix{flag}` may fix more.")
     return "\n".join(lines) + "\n"
+
+
+def _reveals(diagnostics: list, enabled: set[str] | None) -> list[tuple[str, str, bool]]:
+    """(code, code it can reveal, whether all those fixes are unsafe) for the fixable findings
+    whose fix can make another rule's findings appear (`Rule.fix_reveals`), when that rule runs."""
+    rules = {r.code: r for r in all_rules()}
+    found: dict[tuple[str, str], bool] = {}
+    for d in diagnostics:
+        if d.fix is None or d.code not in rules or d.fix.applicability is Applicability.DISPLAY_ONLY:
+            continue
+        unsafe_fix = d.fix.applicability is Applicability.UNSAFE
+        for revealed in rules[d.code].fix_reveals:
+            if enabled is None or revealed in enabled:
+                found[(d.code, revealed)] = found.get((d.code, revealed), True) and unsafe_fix
+    return [(a, b, unsafe_fix) for (a, b), unsafe_fix in sorted(found.items())]
 
 
 def _fixed_listing(report: FixReport) -> str:
@@ -361,6 +410,7 @@ def _run_stdin(kw: dict, overrides: Overrides, fix: bool) -> int:
     # in it runs every step, as for the file on disk.
     seeds = hot_seeds_for(path, resolver, jobs=kw["jobs"], cache=_open_cache(resolver, kw),
                           project_root=kw["project_root"]) if kw["stdin_filename"] else frozenset()
+    _warn(resolver)
     result = linter.lint_bytes(name, raw, seeds)
     if fix and result.parsed:
         source = SourceFile.from_bytes(name, raw)
@@ -395,7 +445,7 @@ def _run_stdin_notebook(kw: dict, linter, name: str, raw: bytes, fix: bool, unsa
         report.add(lint_notebook(linter, name, raw))
         _emit(report, kw, output_format, fixing=False, sources=sources)
         return _exit_code(report, kw, False)
-    result = fix_notebook(linter, name, raw, unsafe)
+    result = fix_notebook(linter, name, raw, unsafe, line_length_for(Path(name)))
     if kw["diff"]:
         diff = result.diff if not isinstance(result, FileResult) else ""
         click.echo(diff, nl=False)
@@ -442,7 +492,8 @@ def rule_command(code: str | None, show_all: bool, output_format: str) -> None:
     elif code:
         found = rule_for(code)
         if found is None:
-            _fail(f"unknown rule `{code}`")
+            guess = closest_selector(code)
+            _fail(f"unknown rule `{code}`" + (f" (did you mean `{guess}`?)" if guess and rule_for(guess) else ""))
         rules = [found]  # type: ignore[list-item]
     else:
         _fail("give a rule code or --all")

@@ -7,6 +7,7 @@ resolved once per directory.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import sys
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from .registry import SelectorError, resolve_rules, validate_selector
+from .registry import SelectorError, resolve_rules, validate_selectors
 from .rule import Rule
 
 if sys.version_info >= (3, 11):
@@ -176,54 +177,72 @@ class Overrides:
         return replace(settings, **changes)
 
 
-def _string_list(value: Any, key: str, path: Path) -> tuple[str, ...]:
+def _string_list(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
     if isinstance(value, str) or not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"`{key}` in {path} must be a list of strings")
+        problems.append(f"`{key}` must be a list of strings")
+        return None
     return tuple(value)
 
 
-def _codes(value: Any, key: str, path: Path) -> tuple[str, ...]:
-    items = _string_list(value, key, path)
-    try:
-        return tuple(validate_selector(v) for v in items)
-    except SelectorError as exc:
-        raise ConfigError(f"{exc} in `{key}` ({path})") from None
+def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
+    items = _string_list(value, key, problems)
+    if items is None:
+        return None
+    return tuple(validate_selectors(items, problems, f"`{key}`"))
+
+
+def unknown_key(key: str, known: Iterable[str] = KNOWN_KEYS) -> str:
+    """`unknown key `selct` (did you mean `select`?)`; the known keys when none is close."""
+    guess = difflib.get_close_matches(key.replace("_", "-"), sorted(known), n=1, cutoff=0.6)
+    if guess:
+        return f"unknown key `{key}` (did you mean `{guess[0]}`?)"
+    return f"unknown key `{key}` (known keys: {', '.join(sorted(known))})"
+
+
+def config_problems(config_path: Path, problems: list[str]) -> ConfigError:
+    """One error for every problem of a file: one line each, so that a user fixes them all in
+    one go rather than one per run."""
+    if len(problems) == 1:
+        return ConfigError(f"{problems[0]} in [tool.perflint] ({config_path})")
+    lines = "".join(f"\n  - {problem}" for problem in problems)
+    return ConfigError(f"{len(problems)} problems in [tool.perflint] ({config_path}):{lines}")
 
 
 def load_settings(config_path: Path, table: dict[str, Any]) -> Settings:
-    unknown = sorted(set(table) - KNOWN_KEYS)
-    if unknown:
-        known = ", ".join(sorted(KNOWN_KEYS))
-        raise ConfigError(
-            f"unknown key `{unknown[0]}` in [tool.perflint] ({config_path}); known keys: {known}"
-        )
+    """Settings from a [tool.perflint] table; every problem in it is reported at once."""
+    problems = [unknown_key(key) for key in table if key not in KNOWN_KEYS]  # every problem, not the first
     values: dict[str, Any] = {"root": config_path.parent, "config_path": config_path}
     for key in ("select", "extend-select", "ignore"):
         if key in table:
-            values[key.replace("-", "_")] = _codes(table[key], key, config_path)
+            values[key.replace("-", "_")] = _codes(table[key], key, problems)
     for key in ("exclude", "extend-exclude"):
         if key in table:
-            values[key.replace("-", "_")] = _string_list(table[key], key, config_path)
+            values[key.replace("-", "_")] = _string_list(table[key], key, problems)
     for key in _BOOL_KEYS:
         if key in table:
             if not isinstance(table[key], bool):
-                raise ConfigError(f"`{key}` in {config_path} must be true or false")
+                problems.append(f"`{key}` must be true or false")
             values[key.replace("-", "_")] = table[key]
     for key in _STR_KEYS:
         if key in table:
             if not isinstance(table[key], str):
-                raise ConfigError(f"`{key}` in {config_path} must be a string")
+                problems.append(f"`{key}` must be a string")
             values[key.replace("-", "_")] = table[key]
-    if "output_format" in values and values["output_format"] not in OUTPUT_FORMATS:
-        raise ConfigError(f"unknown output-format `{values['output_format']}` in {config_path}")
+    if isinstance(values.get("output_format"), str) and values["output_format"] not in OUTPUT_FORMATS:
+        guess = difflib.get_close_matches(values["output_format"], OUTPUT_FORMATS, n=1, cutoff=0.6)
+        hint = f" (did you mean `{guess[0]}`?)" if guess else f" (one of: {', '.join(OUTPUT_FORMATS)})"
+        problems.append(f"unknown output-format `{values['output_format']}`{hint}")
     pfi: list[tuple[str, tuple[str, ...]]] = []
     for key in _TABLE_KEYS:
         if key in table:
             raw = table[key]
             if not isinstance(raw, dict):
-                raise ConfigError(f"`{key}` in {config_path} must be a table of glob = [codes]")
+                problems.append(f"`{key}` must be a table of glob = [codes]")
+                continue
             for pattern, codes in raw.items():
-                pfi.append((pattern, _codes(codes, f"{key}.{pattern}", config_path)))
+                pfi.append((pattern, _codes(codes, f"{key}.{pattern}", problems) or ()))
+    if problems:
+        raise config_problems(config_path, problems)
     if pfi:
         values["per_file_ignores"] = tuple(pfi)
     settings = Settings(**values)
@@ -231,15 +250,25 @@ def load_settings(config_path: Path, table: dict[str, Any]) -> Settings:
     return settings
 
 
-def read_pyproject(path: Path) -> dict[str, Any] | None:
-    """The [tool.perflint] table of a pyproject.toml, or None when it has none."""
+def read_pyproject(path: Path, warnings: list[str] | None = None) -> dict[str, Any] | None:
+    """The [tool.perflint] table of a pyproject.toml, or None when it has none.
+
+    A file that is not valid TOML is an error (as in ruff), except where `warnings` is given
+    and the file does not even mention perflint: it cannot hold our settings, so it is
+    ignored with a warning (ruff stops there, whatever the file is for)."""
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"cannot parse {path}: {exc}") from None
+            raw = handle.read()
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        if warnings is not None and b"perflint" not in raw.lower():
+            warnings.append(f"cannot parse {path} ({exc}); ignored: it does not mention perflint, "
+                            "so it has no [tool.perflint] table")
+            return None
+        raise ConfigError(f"cannot parse {path}: {exc}") from None
     tool = data.get("tool", {})
     table = tool.get("perflint") if isinstance(tool, dict) else None
     if table is None:
@@ -249,12 +278,29 @@ def read_pyproject(path: Path) -> dict[str, Any] | None:
     return table
 
 
+def check_overrides(overrides: Overrides) -> None:
+    """Every unknown selector given on the command line, at once."""
+    problems: list[str] = []
+    validate_selectors(overrides.select or (), problems, "--select")
+    validate_selectors(overrides.extend_select, problems, "--extend-select")
+    validate_selectors(overrides.ignore, problems, "--ignore")
+    for pattern, codes in overrides.per_file_ignores:
+        validate_selectors(codes, problems, f"--per-file-ignores {pattern}")
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise ConfigError(f"{len(problems)} problems in the options:" + "".join(f"\n  - {p}" for p in problems))
+
+
 class SettingsResolver:
     """Finds the settings for any path: nearest [tool.perflint], cached per directory."""
 
     def __init__(self, cwd: Path, overrides: Overrides | None = None, config: Path | None = None) -> None:
         self.cwd = cwd.resolve()
         self.overrides = overrides or Overrides()
+        self.warnings: list[str] = []  # for the user, once each (broken files ignored, ...)
+        self._tables: dict[Path, dict[str, Any] | None] = {}
+        check_overrides(self.overrides)
         self._by_dir: dict[Path, Settings] = {}
         self._forced: Settings | None = None
         if config is not None:
@@ -267,16 +313,26 @@ class SettingsResolver:
     def _nearest(self, directory: Path) -> Settings | None:
         for parent in [directory, *directory.parents]:
             candidate = parent / "pyproject.toml"
-            if candidate.is_file():
-                table = read_pyproject(candidate)
+            if _is_file(candidate):
+                table = self._table(candidate)
                 if table is not None:
                     return load_settings(candidate, table)
         return None
 
+    def _table(self, candidate: Path) -> dict[str, Any] | None:
+        """A discovered pyproject.toml's [tool.perflint], each file read once."""
+        if candidate not in self._tables:
+            self._tables[candidate] = read_pyproject(candidate, self.warnings)
+        return self._tables[candidate]
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
     def for_path(self, path: Path) -> Settings:
         if self._forced is not None:
             return self._forced
-        directory = path.parent if not path.is_dir() else path
+        directory = path if _is_dir(path) else path.parent
         try:
             directory = directory.resolve()
         except OSError:
@@ -297,7 +353,7 @@ class SettingsResolver:
                 break
             chain.append(current)
             candidate = current / "pyproject.toml"
-            table = read_pyproject(candidate) if candidate.is_file() else None
+            table = self._table(candidate) if _is_file(candidate) else None
             if table is not None:
                 result = self.overrides.apply(load_settings(candidate, table))
                 break
@@ -314,6 +370,21 @@ class SettingsResolver:
         for s in self._by_dir.values():
             seen.setdefault(id(s), s)
         return seen.values()
+
+
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False where its directory cannot be searched (no permission)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def env_flag(name: str) -> bool:

@@ -7,6 +7,7 @@ read (an editor saved it, another tool fixed it), it is left alone.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -17,6 +18,21 @@ from typing import Callable
 
 class ChangedOnDisk(Exception):
     """The file no longer holds the bytes that were read and fixed."""
+
+
+class WriteError(OSError):
+    """A fixed file could not be written; the message names the file and says why."""
+
+
+def read_error(path: Path, exc: OSError, what: str = "file") -> str:
+    """Why `path` cannot be read, for a PFL001 line: `cannot read file: Permission denied`,
+    `... symbolic link loop`, `... broken symbolic link` (`what`: what could not be read)."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno == errno.ELOOP:
+        reason = "symbolic link loop"
+    elif os.path.islink(path) and not os.path.exists(path):
+        reason = "broken symbolic link"
+    return f"cannot read {what}: {reason}"
 
 
 def digest(data: bytes) -> str:
@@ -62,4 +78,18 @@ def write_atomic(path: Path, data: bytes, original: bytes) -> None:
         if target.read_bytes() != original:
             raise ChangedOnDisk(f"{path} changed on disk since it was read; not overwriting it")
 
-    replace_file(target, data, mode=stat.S_IMODE(target.stat().st_mode), durable=True, check=unchanged)
+    try:
+        replace_file(target, data, mode=stat.S_IMODE(target.stat().st_mode), durable=True, check=unchanged)
+    except ChangedOnDisk:
+        raise
+    except OSError as exc:
+        raise WriteError(_write_failure(path, target, exc)) from None
+
+
+def _write_failure(path: Path, target: Path, exc: OSError) -> str:
+    """`cannot write a.py: ...`, naming the user's file, never the temporary file beside it."""
+    reason = exc.strerror or str(exc)
+    temporary = exc.filename is not None and os.path.basename(os.fsdecode(exc.filename)).startswith(f".{target.name}.")
+    if temporary and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {path}: its directory {target.parent} is not writable ({reason})"
+    return f"cannot write {path}: {reason}"

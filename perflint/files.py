@@ -4,6 +4,7 @@ always checked unless `--force-exclude` is set (that is what pre-commit needs)."
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
@@ -14,7 +15,8 @@ from typing import Callable, Iterator
 
 import pathspec
 
-from .config import Settings, SettingsResolver, path_matches
+from .config import ConfigError, Settings, SettingsResolver, path_matches
+from .fileio import read_error
 
 EXTENSIONS = (".py", ".pyi", ".ipynb")
 
@@ -24,6 +26,8 @@ class Target:
     path: Path
     settings: Settings
     explicit: bool  # given by name on the command line
+    # Set for a directory that cannot be listed: it is reported (PFL001) instead of read.
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,11 @@ class _GitIgnore:
 
 
 def discover(
-    paths: list[Path], resolver: SettingsResolver, force_exclude: bool | None = None
+    paths: list[Path], resolver: SettingsResolver, force_exclude: bool | None = None, lenient: bool = False
 ) -> Iterator[Target | MissingPath]:
+    """The files below `paths`. `lenient` (the walk of the rest of the project, whose files
+    are read but not reported): a directory whose configuration is broken is skipped with a
+    warning (`resolver.warnings`) instead of ending the run."""
     gitignore = _GitIgnore()
     seen: set[Path] = set()
     for given in paths:
@@ -118,7 +125,7 @@ def discover(
         forced = root_settings.force_exclude if force_exclude is None else force_exclude
         if forced and root_settings.is_excluded(given, all_components=True):
             continue
-        yield from _walk(given, resolver, gitignore, seen)
+        yield from _walk(given, resolver, gitignore, seen, lenient)
 
 
 def _gitignored(gitignore: _GitIgnore, path: Path, settings: Settings) -> bool:
@@ -128,7 +135,8 @@ def _gitignored(gitignore: _GitIgnore, path: Path, settings: Settings) -> bool:
     return gitignore.ignored(absolute, False, absolute.anchor and Path(absolute.anchor))  # type: ignore[arg-type]
 
 
-def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: set[Path]) -> Iterator[Target]:
+def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: set[Path],
+          lenient: bool = False) -> Iterator[Target]:
     absolute_root = Path(os.path.abspath(root))
     stack = [(root, absolute_root)]
     exclusions: dict[int, Callable[[Path], bool]] = {}  # the resolver keeps the settings alive
@@ -137,9 +145,19 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
+            # Reported as a finding (PFL001) rather than skipped without a word; a directory
+            # that vanished meanwhile is not worth one.
+            if exc.errno != errno.ENOENT and absolute not in seen:
+                seen.add(absolute)
+                # the settings of the directory above (its own pyproject.toml cannot be read)
+                settings = _settings(resolver, directory, lenient)
+                if settings is not None:
+                    yield Target(directory, settings, explicit=False, error=read_error(directory, exc, "its files"))
             continue
-        settings = resolver.for_path(directory / "__init__.py")  # also every file's here
+        settings = _settings(resolver, directory, lenient, directory / "__init__.py")  # also every file's here
+        if settings is None:
+            continue
         excluded = exclusions.get(id(settings))
         if excluded is None:
             excluded = exclusions[id(settings)] = _exclusion(settings)
@@ -176,6 +194,19 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
             seen.add(abs_path)
             yield Target(path, settings, explicit=False)
         stack.extend(reversed(subdirs))
+
+
+def _settings(resolver: SettingsResolver, directory: Path, lenient: bool, lookup: Path | None = None
+              ) -> Settings | None:
+    """The settings of `directory` (looked up as `lookup`); None, with a warning, when its
+    configuration is broken and the walk is `lenient`."""
+    try:
+        return resolver.for_path(lookup or directory)
+    except ConfigError as exc:
+        if not lenient:
+            raise
+        resolver.warn(f"{exc}; the files below {directory} are not read for the project analysis")
+        return None
 
 
 def _exclusion(settings: Settings) -> Callable[[Path], bool]:

@@ -20,6 +20,7 @@ class FileError:
     message: str
     row: int = 1
     column: int = 0
+    subject: str = "file"  # "directory" for one that cannot be listed
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .findings import FixPlan
 from .types import Applicability, Diagnostic, Edit, Fix, Location
+from .wrap import wrap_edits
 
 if TYPE_CHECKING:
     from .source import SourceFile
@@ -178,8 +179,13 @@ def fix_text(
     lint: Callable[[SourceFile], list[Diagnostic]],
     unsafe: bool,
     make_source: Callable[[str], SourceFile],
+    line_length: int | None = None,
 ) -> FixOutcome:
     """Apply fixes until nothing applicable is left (at most MAX_ITERATIONS rounds).
+
+    With `line_length`, an expression a fix inserts that would make its line longer than
+    that is laid out over several lines (`perflint.wrap`); the one-line form is kept when
+    the laid-out file would not compile.
 
     `FixOutcome.rounds` records each round's text and edits (offsets into that text), for
     callers that map positions through the rounds (notebook cells, the corpus check)."""
@@ -212,6 +218,12 @@ def fix_text(
             if not chosen:
                 continue
             edits = _dedupe_inserts([e for d in chosen for e in _offsets(current, d)])
+        if line_length:
+            wrapped = wrap_edits(current.text, edits, line_length)
+            if wrapped != edits:
+                wrapped_text = apply_edits(current.text, wrapped)
+                if not originally_compiles or compiles(wrapped_text, source.path):
+                    edits, text = wrapped, wrapped_text
         fixed.extend(chosen)
         rounds.append((current.text, edits))
         current = make_source(text)

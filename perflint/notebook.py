@@ -650,8 +650,10 @@ class NotebookFix:
     error: str | None = None
 
 
-def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> NotebookFix | FileResult:
-    """Fix a notebook; a FileResult when it cannot be analyzed (nothing is written then)."""
+def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool,
+                 line_length: int | None = None) -> NotebookFix | FileResult:
+    """Fix a notebook; a FileResult when it cannot be analyzed (nothing is written then).
+    `line_length`: as for `fix_text`."""
     notebook = load(raw)
     if isinstance(notebook, FileError):
         return linter._error_result(display, notebook)
@@ -664,7 +666,7 @@ def fix_notebook(linter: Linter, display: str, raw: bytes, unsafe: bool) -> Note
     def lint(src: SourceFile) -> list[Diagnostic]:
         return linter.lint_source(src).diagnostics
 
-    outcome = fix_text(source, lint, unsafe, lambda new: SourceFile(path=display, text=new))
+    outcome = fix_text(source, lint, unsafe, lambda new: SourceFile(path=display, text=new), line_length)
     for text, edits in outcome.rounds:  # map cell positions through every round of edits
         tracker.apply(edits, text)
     if outcome.text == notebook.text:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
+import re
 from typing import Iterable, Sequence
 
 from .rule import Rule
@@ -53,6 +55,30 @@ def _matches(selector: str, rule: type[Rule]) -> int:
     return 0
 
 
+def closest_selector(selector: str) -> str | None:
+    """The selector a mistyped one most likely meant (`PLF201` -> `PFL201`,
+    `tensor-itme` -> `tensor-item`), or None when nothing is close."""
+    cleaned = selector.strip()
+    codes = [rule.code for rule in all_rules()]
+    code_like = re.fullmatch(r"[A-Za-z]{1,5}[0-9A-Za-z]*", cleaned) is not None and (
+        any(c.isdigit() for c in cleaned) or cleaned.isupper())
+    if code_like:
+        length = len(codes[0]) if codes else 6
+        pool = codes if len(cleaned) >= length else sorted({c[:i] for c in codes for i in range(3, length + 1)})
+        key = cleaned.upper()
+    else:
+        pool = [rule.name for rule in all_rules()]
+        key = cleaned.lower().replace("_", "-")
+    match = difflib.get_close_matches(key, pool, n=1, cutoff=0.5)
+    return match[0] if match else None
+
+
+def unknown_selector(selector: str) -> str:
+    """`unknown rule selector `X` (did you mean `Y`?)`."""
+    guess = closest_selector(selector)
+    return f"unknown rule selector `{selector}`" + (f" (did you mean `{guess}`?)" if guess else "")
+
+
 def validate_selector(selector: str) -> str:
     cleaned = selector.strip()
     upper = cleaned.upper()
@@ -62,7 +88,19 @@ def validate_selector(selector: str) -> str:
         return upper
     if any(rule.name == cleaned.lower() for rule in all_rules()):
         return cleaned.lower()
-    raise SelectorError(f"unknown rule selector `{selector}`")
+    raise SelectorError(unknown_selector(selector))
+
+
+def validate_selectors(selectors: Iterable[str], problems: list[str], where: str = "") -> list[str]:
+    """The valid selectors, normalized; a line per unknown one is added to `problems`
+    (`where: unknown rule selector ...`)."""
+    valid: list[str] = []
+    for selector in selectors:
+        try:
+            valid.append(validate_selector(selector))
+        except SelectorError as exc:
+            problems.append(f"{where}: {exc}" if where else str(exc))
+    return valid
 
 
 def resolve_rules(
@@ -70,10 +108,14 @@ def resolve_rules(
     extend_select: Iterable[str] = (),
     ignore: Iterable[str] = (),
 ) -> list[type[Rule]]:
-    """The enabled rules. The most specific selector wins; on a tie, `ignore` wins."""
-    positive = [validate_selector(s) for s in (select if select is not None else [])]
-    positive += [validate_selector(s) for s in extend_select]
-    negative = [validate_selector(s) for s in ignore]
+    """The enabled rules. The most specific selector wins; on a tie, `ignore` wins. Every
+    unknown selector is reported at once (one SelectorError, one line each)."""
+    problems: list[str] = []
+    positive = validate_selectors(select if select is not None else [], problems)
+    positive += validate_selectors(extend_select, problems)
+    negative = validate_selectors(ignore, problems)
+    if problems:
+        raise SelectorError("; ".join(problems))
     enabled = []
     for rule in all_rules():
         plus = max((_matches(s, rule) for s in positive), default=0)

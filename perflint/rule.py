@@ -116,6 +116,10 @@ class Rule:
     family: ClassVar[str] = "sync"
     fix_title: ClassVar[str | None] = None
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
+    # Codes whose findings this rule's fix can make appear (pinning a loader's memory makes its
+    # blocking batch copies PFL105 findings, which `fix` then fixes in its next round): `check`
+    # then says that `fix` may fix more than it counts. A test checks this against the fixes.
+    fix_reveals: ClassVar[tuple[str, ...]] = ()
     # Only visit nodes that run every step; False for configuration rules (DataLoader(...)).
     hot_only: ClassVar[bool] = True
     default_enabled: ClassVar[bool] = True

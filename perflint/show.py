@@ -73,14 +73,21 @@ def settings_text(path: Path, resolver: SettingsResolver, force_exclude: bool | 
     return "\n".join(lines) + "\n"
 
 
-def files_text(paths: list[Path], resolver: SettingsResolver, force_exclude: bool | None) -> tuple[str, bool]:
-    """The files that would be checked, one per line (sorted), and whether a path was missing."""
+def files_text(paths: list[Path], resolver: SettingsResolver,
+               force_exclude: bool | None) -> tuple[str, bool, list[str]]:
+    """The files that would be checked, one per line (sorted), whether a path was missing,
+    and a warning per directory that cannot be listed (`check` reports it as PFL001)."""
     found: list[str] = []
+    warnings: list[str] = []
     missing = False
     for item in discover(paths, resolver, force_exclude):
         if isinstance(item, MissingPath):
             missing = True
             continue
         assert isinstance(item, Target)
-        found.append(os.path.relpath(item.path) if not item.path.is_absolute() else str(item.path))
-    return "".join(f"{f}\n" for f in sorted(found)), missing
+        shown = os.path.relpath(item.path) if not item.path.is_absolute() else str(item.path)
+        if item.error is not None:
+            warnings.append(f"{shown}: {item.error}; none of them is checked")
+            continue
+        found.append(shown)
+    return "".join(f"{f}\n" for f in sorted(found)), missing, warnings

@@ -1,5 +1,7 @@
 """Bad input never crashes the run: each bad file gets one clear PFL001 line, the other files
-are still checked, there is no traceback, and the exit code is 1 (findings), not 2."""
+are still checked, there is no traceback, and the exit code is 1 (findings), not 2. One run
+in a real process with workers (and a 4 MB file); the others in-process. More bad input (the
+file system, configuration): test_first_contact.py."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from perflint.cli import main
 
 GOOD = "import torch\n\nfor x, y in loader:\n    total += model(x).sum().item()\n"
 
 
-def make_tree(root: Path) -> dict[str, str]:
-    """The bad files and what their PFL001 message must mention."""
+def make_tree(root: Path, large: bool = True) -> dict[str, str]:
+    """The bad files and what their PFL001 message must mention (`large`: with a 4 MB file)."""
     root.mkdir()
     (root / "good.py").write_text(GOOD)
     (root / "syntax.py").write_text("import torch\ndef forward(self, x)\n    return x\n")
@@ -26,8 +31,9 @@ def make_tree(root: Path) -> dict[str, str]:
     os.symlink(root / "missing_target.py", root / "broken_link.py")
     os.symlink(root / "loop_b.py", root / "loop_a.py")
     os.symlink(root / "loop_a.py", root / "loop_b.py")
-    lines = [f"value_{i} = {i} * 2 + {i % 7}\n" for i in range(150_000)]  # ~4 MB, generated
-    (root / "generated.py").write_text("".join(lines) + GOOD)
+    if large:
+        lines = [f"value_{i} = {i} * 2 + {i % 7}\n" for i in range(150_000)]  # ~4 MB, generated
+        (root / "generated.py").write_text("".join(lines) + GOOD)
     return {
         "syntax.py": "syntax error",
         "undecodable.py": "decode",
@@ -44,34 +50,55 @@ def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_every_bad_file_gets_one_line_and_the_run_goes_on(tmp_path, jobs):
-    root = tmp_path / "project"
-    expected = make_tree(root)
-    done = run_cli(root, "--output-format", "json", "-j", jobs)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    findings = json.loads(done.stdout)
+def _findings_by_file(findings: list[dict]) -> dict[str, list[dict]]:
     by_file: dict[str, list[dict]] = {}
     for finding in findings:
         by_file.setdefault(Path(finding["filename"]).name, []).append(finding)
+    return by_file
+
+
+def _one_line_each(by_file: dict[str, list[dict]], expected: dict[str, str]) -> None:
     for name, words in expected.items():
         errors = [f for f in by_file.get(name, []) if f["code"] == "PFL001"]
         assert len(errors) == 1, (name, by_file.get(name))
         assert words in errors[0]["message"].lower(), (name, errors[0]["message"])
         assert "\n" not in errors[0]["message"]
     assert [f["code"] for f in by_file["good.py"]] == ["PFL201"]
+    assert "empty.py" not in by_file
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_every_bad_file_gets_one_line_and_the_run_goes_on(tmp_path):
+    root = tmp_path / "project"
+    expected = make_tree(root)
+    done = run_cli(root, "--output-format", "json", "-j", "2")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    by_file = _findings_by_file(json.loads(done.stdout))
+    _one_line_each(by_file, expected)
     assert [f["code"] for f in by_file["generated.py"]] == ["PFL201"], "the large file is analyzed"
     assert by_file["generated.py"][0]["location"]["row"] == 150_004
-    assert "empty.py" not in by_file
+
+
+def _in_process(root: Path, *args: str):
+    return CliRunner().invoke(main, ["check", "--no-cache", "-j", "1", *args, str(root)])
+
+
+def test_every_bad_file_gets_one_line_in_one_process_too(tmp_path):
+    root = tmp_path / "project"
+    expected = make_tree(root, large=False)
+    result = _in_process(root, "--output-format", "json")
+    assert result.exit_code == 1, result.output
+    _one_line_each(_findings_by_file(json.loads(result.stdout)), expected)
 
 
 def test_concise_output_is_one_line_per_bad_file(tmp_path):
     root = tmp_path / "project"
-    expected = make_tree(root)
-    done = run_cli(root)
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    lines = [line for line in done.stdout.splitlines() if "PFL001" in line]
+    expected = make_tree(root, large=False)
+    result = _in_process(root)
+    assert result.exit_code == 1
+    lines = [line for line in result.stdout.splitlines() if "PFL001" in line]
     assert sorted(Path(line.split(":", 1)[0]).name for line in lines) == sorted(expected)
 
 
@@ -98,5 +125,5 @@ def test_an_unreadable_file_is_reported(tmp_path, monkeypatch):
 
 
 def test_a_missing_path_is_a_usage_error(tmp_path):
-    done = run_cli(tmp_path / "nope.py")
-    assert done.returncode == 2 and "no such file" in done.stderr and "Traceback" not in done.stderr
+    result = _in_process(tmp_path / "nope.py")
+    assert result.exit_code == 2 and "no such file" in result.stderr

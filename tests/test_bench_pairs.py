@@ -47,8 +47,13 @@ def test_wrapping_puts_the_form_in_hot_code_and_round_trips():
     assert "for step in range(100):" in wrapped.source and "optimizer.step()" in wrapped.source
 
 
+# Pairs whose CPU check takes seconds: PFL103's good form starts DataLoader worker processes.
+SLOW_PAIRS = {"PFL103"}
+
+
 @pytest.mark.torch
-@pytest.mark.parametrize("rule", BENCHMARKED, ids=lambda r: r.code)
+@pytest.mark.parametrize("rule", [pytest.param(rule, marks=pytest.mark.slow) if rule.code in SLOW_PAIRS else rule
+                                  for rule in BENCHMARKED], ids=lambda r: r.code)
 def test_cpu_check_results_equal_and_fewer_syncs(rule):
     from perflint.harness.verify import verify_rule
 

@@ -157,6 +157,7 @@ def _check_in_fresh_process(*args: str) -> list[str]:
     return done.stdout.splitlines()[-2:]
 
 
+@pytest.mark.subprocess
 def test_libcst_is_imported_only_to_compute_a_fix(in_tmp):
     """Importing libcst costs more than a warm run; only a fixable finding may load it."""
     (in_tmp / "clean.py").write_text("import torch\n\ndef f(x):\n    return x + 1\n")
@@ -311,6 +312,8 @@ def test_worker_crash_is_reported_and_not_cached(in_tmp, monkeypatch, force_para
     assert findings(check(root, jobs=2, cache_dir=cache_dir)) == reference
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_concurrent_runs_share_a_cache_safely(in_tmp):
     root = make_tree(in_tmp / "proj", files=30)
     reference = findings(check(root))

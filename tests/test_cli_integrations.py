@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -131,7 +130,7 @@ def test_add_noqa_then_check_passes(project):
 
 def test_force_exclude_applies_config_and_gitignore_to_named_files(project):
     (project / "pyproject.toml").write_text('[tool.perflint]\nextend-exclude = ["generated", "legacy_*.py"]\n')
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / ".git").mkdir()  # a repository, for .gitignore (no git process)
     (project / ".gitignore").write_text("secret_*.py\n")
     for name in ("generated/g.py", "src/legacy_a.py", "src/secret_b.py", "src/ok.py"):
         (project / name).parent.mkdir(exist_ok=True)
@@ -186,7 +185,7 @@ def test_rule_errors():
 
 
 def test_report_paths_are_relative_to_the_repository_root(tmp_path, monkeypatch):
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".git").mkdir()  # a repository root (no git process)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "bad.py").write_text(BAD)
     monkeypatch.chdir(tmp_path / "sub")

@@ -53,6 +53,7 @@ def test_a_changed_result_is_caught(tmp_path):
 
 
 @pytest.mark.torch
+@pytest.mark.slow
 def test_step_timing_path_runs_on_cpu_and_is_marked():
     from perflint.harness.cuda import CPU_TIMING_NOTE
     from perflint.harness.endtoend import run_case

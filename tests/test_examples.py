@@ -20,7 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from perflint.cli import main
 from perflint.registry import all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,14 +43,19 @@ def planted(path: Path) -> Counter:
     return expected
 
 
-def _perflint(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perflint", "check", "--no-cache", "--no-respect-gitignore", *args],
-                          cwd=ROOT, capture_output=True, text=True)
+def _perflint(*args: str):
+    """`perflint check` in the repository root, in this process."""
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        return CliRunner().invoke(main, ["check", "--no-cache", "--no-respect-gitignore", *args])
+    finally:
+        os.chdir(old)
 
 
 def test_examples_report_exactly_the_planted_findings():
     result = _perflint("--output-format", "json", "examples")
-    assert result.returncode == 1, result.stderr
+    assert result.exit_code == 1, result.output
     findings = json.loads(result.stdout)
     listed = _perflint("--show-files", "examples")
     scripts = [ROOT / line for line in listed.stdout.splitlines() if line.endswith(".py")]
@@ -82,12 +89,12 @@ def test_there_is_at_least_one_example_pair():
 
 
 @pytest.mark.parametrize("original", PAIRS, ids=lambda p: p.name)
-def test_fixed_example_is_what_perflint_fix_produces(original, tmp_path):
+def test_fixed_example_is_what_perflint_fix_produces(original, tmp_path, monkeypatch):
     copy = tmp_path / original.name
     shutil.copyfile(original, copy)
-    done = subprocess.run([sys.executable, "-m", "perflint", "fix", "--unsafe-fixes", "-q", copy.name],
-                          cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode in (0, 1), done.stderr
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["fix", "--unsafe-fixes", "-q", copy.name])
+    assert done.exit_code in (0, 1), done.output
     assert copy.read_bytes() == (EXAMPLES / "fixed" / original.name).read_bytes(), (
         "examples/fixed is stale: regenerate it with `perflint fix --unsafe-fixes`"
     )
@@ -95,6 +102,8 @@ def test_fixed_example_is_what_perflint_fix_produces(original, tmp_path):
 
 
 @pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize("original", PAIRS, ids=lambda p: p.name)
 def test_original_and_fixed_example_compute_the_same_results(original):
     assert _run(original) == _run(EXAMPLES / "fixed" / original.name)

@@ -27,3 +27,13 @@ def test_every_package_directory_is_listed():
             found.add(".".join((name, *parts)))
     assert listed == found
     assert "rules" not in listed
+
+
+def test_the_test_extra_installs_what_the_tests_and_the_readme_command_need():
+    """ruff: without it the ruff-compatibility tests never ran (they skipped); pytest-xdist:
+    the README's test command (`-n auto` in addopts) needs it. torch stays out of every extra
+    that the README's test command installs unpinned: an unpinned torch pulls a CUDA build."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names = {req.split(">")[0].split("=")[0].split("<")[0].split("[")[0].strip() for req in extras["test"]}
+    assert {"ruff", "pytest-xdist", "pytest"} <= names
+    assert "torch" not in names

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.subprocess]
 REPO = Path(__file__).resolve().parent.parent
 BAD = "import torch\n\nfor x, y in loader:\n    loss = model(x)\n    total = loss.item()\n"
 NOTEBOOK = {

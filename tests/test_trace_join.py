@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -166,15 +163,3 @@ def test_sarif_results_get_the_trace_as_properties():
     assert with_trace_properties("json", "[]", [diagnostic]) == "[]"
 
 
-def test_check_trace_works_without_torch(tmp_path):
-    train = tmp_path / "train.py"
-    setup(tmp_path, [site(train, 5), site(train, 6)])
-    code = textwrap.dedent("""\
-        import sys
-        sys.modules["torch"] = None
-        from perflint.cli import main
-        main(["check", "train.py", "--trace", "t.json", "--output-format", "json", "--ignore", "PFL002"])
-        """)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1, done.stderr
-    assert [d["code"] for d in json.loads(done.stdout)] == ["PFL201", "PFL901"]

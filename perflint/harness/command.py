@@ -8,12 +8,14 @@ from pathlib import Path
 import click
 
 EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+# The README's command, word for word (a test compares them): torch pinned to the CPU build,
+# so that pip does not fetch a multi-GB CUDA build.
+INSTALL_COMMAND = 'pip install torch==2.13.0 && pip install ".[bench]"'
 INSTALL_HINT = (
-    "perflint bench needs PyTorch, which is an optional extra. Install the CPU build first (a plain\n"
-    "`pip install torch` may download a multi-GB CUDA build), then the extra:\n"
-    "    pip install torch --index-url https://download.pytorch.org/whl/cpu\n"
-    "    pip install 'torch-perflint[bench]'\n"
-    "On a GPU machine, install the CUDA build of torch that matches your driver instead."
+    "perflint bench needs PyTorch, which is an optional extra. Install it as the README says, in a\n"
+    "checkout of perflint (torch is pinned to the CPU build; on a GPU machine, install the CUDA build\n"
+    "of torch that matches your driver instead):\n"
+    f"    {INSTALL_COMMAND}"
 )
 
 

@@ -61,6 +61,7 @@ class DataLoaderWithoutPinMemory(Rule):
     message = "this DataLoader feeds batches to the GPU from pageable memory; pass `pin_memory=True`"
     family = "data"
     fix_availability = FixAvailability.SOMETIMES
+    fix_reveals = ("PFL105",)  # the loop's copies from pinned memory can then be non-blocking
     triggers = (b"DataLoader",)
     invalid = [
         Invalid(

@@ -7,7 +7,8 @@ class CannotAnalyze(Rule):
     """## What it does
     Reports a file perflint could not analyze: a syntax error, bytes that are not valid
     source in the file's encoding, NUL bytes, an unreadable file, a broken symbolic link or a
-    link loop, or nesting too deep to analyze.
+    symbolic link loop, or nesting too deep to analyze; and a directory whose files cannot be
+    listed (no permission), so none of them is checked.
 
     ## Why is this bad?
     A file that cannot be analyzed is a file whose host-device syncs nobody checks. The run
@@ -35,4 +36,5 @@ class CannotAnalyze(Rule):
     valid = [Valid("x = 1\n")]
 
     def on_file_error(self, error: FileError) -> RawFinding:
-        return RawFinding(code=self.code, message=self.message.format(reason=error.message))
+        message = self.message if error.subject == "file" else f"cannot analyze {error.subject}: {{reason}}"
+        return RawFinding(code=self.code, message=message.format(reason=error.message))

@@ -89,7 +89,9 @@ class Bincount(Rule):
             for x, y in loader:
                 a = torch.bincount(y)
                 b = y.bincount(weights=x)
-                c = torch.zeros(10, dtype=torch.long, device=y.device).scatter_add_(0, y.long(), torch.ones_like(y, dtype=torch.long))
+                c = torch.zeros(10, dtype=torch.long, device=y.device).scatter_add_(
+                    0, y.long(), torch.ones_like(y, dtype=torch.long)
+                )
             """,
             unsafe_fixes=True,
         ),
@@ -112,13 +114,22 @@ class Bincount(Rule):
 
             class Balance(T.nn.Module):
                 def forward(self, logits, k: int):
-                    counts = (lambda i: T.zeros(k, dtype=T.long, device=i.device).scatter_add_(0, i, T.ones_like(i)))(logits.argmax(-1).long())
-                    other = (lambda i: T.zeros(k, dtype=T.long, device=i.device).scatter_add_(0, i, T.ones_like(i)))(logits.argmax(0).long())
+                    counts = (
+                        lambda i: T.zeros(k, dtype=T.long, device=i.device).scatter_add_(
+                            0, i, T.ones_like(i)
+                        )
+                    )(logits.argmax(-1).long())
+                    other = (
+                        lambda i: T.zeros(k, dtype=T.long, device=i.device).scatter_add_(
+                            0, i, T.ones_like(i)
+                        )
+                    )(logits.argmax(0).long())
                     third = T.Tensor.bincount(logits.argmax(1))
                     return counts, other, third
             """,
             unsafe_fixes=True,
-            note="an input that is not a plain name is evaluated once",
+            note="an input that is not a plain name is evaluated once; a fixed line longer than the "
+                 "file's line length (88 here) is laid out over several lines",
         ),
     ]
     valid = [

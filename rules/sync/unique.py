@@ -157,7 +157,9 @@ class Unique(Rule):
             for x, y in loader:
                 values, counts = torch.unique(y, return_counts=True)
                 n = torch.unique(y, dim=0).numel()
-                total = (lambda s: (s[1:] != s[:-1]).sum() + (s.numel() > 0))((y + 1).flatten().sort().values) * 2
+                total = (lambda s: (s[1:] != s[:-1]).sum() + (s.numel() > 0))(
+                    (y + 1).flatten().sort().values
+                ) * 2
             """,
             unsafe_fixes=True,
             note="no count fix with return_counts or dim (rows, not values)",
