@@ -63,7 +63,9 @@ DIMS = """
         h = torch.zeros(())
         i = torch.tensor(n)
         j = a.long().flip(0)
-        return a, b, c, d, e, f, g, h, i, j
+        k = np.random.permutation(n)[2:5]
+        m = np.arange(n)[0]
+        return a, b, c, d, e, f, g, h, i, j, k, m
 """
 
 
@@ -78,6 +80,8 @@ DIMS = """
     ("torch.zeros(())", False),
     ("torch.tensor(n)", False),
     ("a.long().flip(0)", True),
+    ("k", True),                      # a slice of np.random.permutation(n)
+    ("m", False),                     # one element of an array
 ])
 def test_which_tensors_surely_have_dimensions(text, dims):
     _, value = _value_of(DIMS, text)

@@ -146,7 +146,7 @@ class ExpressionInterpreter(Frame):
         if kind is Kind.BATCH:
             return base
         if kind is Kind.NDARRAY:
-            return NDARRAY
+            return base if isinstance(node.slice, ast.Slice) else NDARRAY  # a slice keeps the dimensions
         if kind is Kind.MODULE:
             return MODULE
         if kind is Kind.REF:

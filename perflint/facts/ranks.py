@@ -30,6 +30,10 @@ _DIMS_KEEPING_METHODS = frozenset(
     detach cpu cuda pin_memory flip roll repeat expand expand_as""".split()
 )
 _DIMENSIONED_METHODS = frozenset({"unsqueeze", "flatten", "ravel", "masked_select", "nonzero", "argwhere"})
+# NumPy functions whose result always has at least one dimension (index arrays, mostly).
+_NUMPY_DIMENSIONED = frozenset(
+    """arange argsort concatenate stack hstack vstack flatnonzero linspace random.permutation""".split()
+)
 
 
 def _dimensioned_data(node: ast.expr, value: Value) -> bool:
@@ -76,4 +80,16 @@ def method_result_dims(name: str, call: ast.Call, recv: Value, value: Value) -> 
     dims = name in _DIMENSIONED_METHODS or (name in _DIMS_KEEPING_METHODS and recv.has_dims)
     if name in ("view", "reshape") and call.args and not call.keywords:
         dims = all(isinstance(a, ast.Constant) and type(a.value) is int for a in call.args)  # `view(-1)`
+    return replace(value, has_dims=True) if dims else value
+
+
+def numpy_result_dims(qualname: str, call: ast.Call, value: Value) -> Value:
+    """`value` (what `numpy.<...>(...)` returns) marked as having dimensions when it surely has
+    them: `np.arange(n)`, `np.random.permutation(n)`, `np.array([...])`."""
+    if value.kind is not Kind.NDARRAY or not qualname.startswith("numpy."):
+        return value
+    name = qualname[6:]
+    dims = name in _NUMPY_DIMENSIONED or (
+        name in ("array", "asarray") and bool(call.args)
+        and isinstance(call.args[0], (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)))
     return replace(value, has_dims=True) if dims else value

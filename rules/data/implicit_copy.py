@@ -120,6 +120,8 @@ def _host_tensor(value: Value) -> bool:
     """A tensor on the host that PyTorch uses as a tensor, not as a number."""
     if value.kind is Kind.TENSOR:
         return value.on_cpu and value.has_dims
+    if value.kind is Kind.NDARRAY:  # `x[perm[start:end]]`: made a host tensor, then copied
+        return value.has_dims
     if value.kind is Kind.SEQ:  # a tuple of index tensors: `x[(rows, cols)]`
         items = value.items if value.items is not None else (value.elem,) if value.elem is not None else ()
         return any(v is not None and v.kind is Kind.TENSOR and v.on_cpu and v.has_dims for v in items)
@@ -152,7 +154,8 @@ class ImplicitHostToDeviceCopy(Rule):
     `.cpu()`) used as an index of a tensor known to be on the accelerator, written into one,
     or moved there after being built in the same function, in code that runs every step.
 
-    - as an index: `out[idx]`, `out[batch_idx, src_idx]`, `out[idx] = v`;
+    - as an index: `out[idx]`, `out[batch_idx, src_idx]`, `out[idx] = v`, and NumPy index
+      arrays (`obs[perm[start:end]]` with `perm = np.random.permutation(n)`);
     - as the value written into it: `out[:, :4] = host_t`, and a 0-dim host tensor written
       through an index tensor (`out[idx] = torch.tensor(1.0)`);
     - moved there with `.to(device)` / `.cuda()` after being built in the same function
@@ -350,6 +353,24 @@ class ImplicitHostToDeviceCopy(Rule):
             count=3,
             note="a host tensor written into a device tensor, moved after it was built, and a 0-dim "
                  "host value written through an index tensor",
+        ),
+        Invalid(
+            """
+            import numpy as np
+            import torch
+
+            obs = torch.zeros(256, 4).to(device)
+            returns = torch.zeros(256).to(device)
+            for epoch in range(4):
+                order = np.random.permutation(256)
+                for start in range(0, 256, 64):
+                    batch = order[start:start + 64]
+                    loss = (agent(obs[batch]) - returns[batch]).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            count=2,
+            note="NumPy index arrays: each indexing turns one into a host tensor and copies it",
         ),
     ]
     valid = [
