@@ -9,6 +9,7 @@ from .data.blocking_copy import BlockingHostToDeviceCopy
 from .data.constant_fill import ConstantFillInHotPath
 from .data.constant_tensor import ConstantTensorInHotPath
 from .data.create_then_move import CreateThenMove
+from .data.implicit_copy import ImplicitHostToDeviceCopy
 from .data.loader_pin_memory import DataLoaderWithoutPinMemory
 from .data.loader_workers import DataLoaderWithoutWorkers
 from .data.module_move import ModuleMoveInLoop
@@ -56,6 +57,7 @@ RULES = [
     ConstantTensorInHotPath,
     ModuleMoveInLoop,
     ConstantFillInHotPath,
+    ImplicitHostToDeviceCopy,
     ZeroGradSetToNoneFalse,
     TensorItem,
     TensorTolist,

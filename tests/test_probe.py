@@ -81,6 +81,12 @@ SYNCS = [
     ("max(t0,t1)", "max(t0, t1)", 1, (FUNCTION, "Tensor.__bool__")),
     ("clip_grad(err=T)", None, 1, None),
     ("Normal(validate)", "torch.distributions.Normal(x, x.abs() + 1, validate_args=True)", None, None),
+    ("x[host idx]", "x[torch.arange(2)]", 1, (DISPATCH, "aten.index.Tensor")),
+    ("x[host mask]", "x[torch.ones(8, dtype=torch.bool)]", 1, (DISPATCH, "aten.index.Tensor")),
+    ("x[host idx]=dev", "x[torch.arange(2)] = x[:2] * 2", 1, (DISPATCH, "aten.index_put_.default")),
+    ("x[dev idx]=host 0-dim", "x[idx] = torch.tensor(1.0)", 1, (DISPATCH, "aten.index_put_.default")),
+    ("x[host mask]=host 0-dim", "x[torch.ones(8, dtype=torch.bool)] = torch.tensor(1.0)", 1,
+     (DISPATCH, "aten.index_put_.default")),
     ("copy_ H2D", "x.copy_(torch.randn(8))", 1, (DISPATCH, "aten.copy_.default")),
     ("copy_ D2H", "torch.empty(8).copy_(x)", 1, (DISPATCH, "aten.copy_.default")),
     ("cuda.synchronize", "torch.cuda.synchronize()", 1, (PATCH, "torch.cuda.synchronize")),
@@ -115,6 +121,8 @@ NO_SYNCS = [
     ("host-only work", "h = torch.randn(4); h.sum().item(); h.tolist(); print(h); h[h > 0]"),
     ("copy_ nb", "x.copy_(torch.randn(8), non_blocking=True)"),
     ("device getter", "torch.zeros(2, device=x.device).nonzero_static(size=1)"),
+    ("x[dev idx]", "x[torch.arange(2, device=x.device)]"),
+    ("host[host idx]", "h = torch.randn(4); h[torch.arange(2)]; h[torch.arange(2)] = 1.0"),
 ]
 
 CLIP_SETUP = """

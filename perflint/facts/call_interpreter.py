@@ -215,10 +215,15 @@ class CallInterpreter(ExpressionInterpreter):
     def _model_output(self, result: Value, args: list[Value]) -> Value:
         """In a file that never mentions an accelerator, a model given CPU tensors (batches of
         a DataLoader, `torch.from_numpy(...)`) computes on the CPU: a script that trains on
-        the CPU waits for no GPU."""
-        if not self.file.host_only or result.kind not in (Kind.TENSOR, Kind.BATCH):
+        the CPU waits for no GPU. A model given accelerator tensors (and no host ones)
+        computes on the accelerator."""
+        if result.kind not in (Kind.TENSOR, Kind.BATCH):
             return result
         tensors = [a for a in args if a.kind in (Kind.TENSOR, Kind.BATCH)]
+        if result.device is None and tensors and all(a.on_accel for a in tensors):
+            return result.with_device("accel")
+        if not self.file.host_only:
+            return result
         if tensors and all(a.on_cpu for a in tensors):
             return result.with_device("cpu")
         return result

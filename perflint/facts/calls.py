@@ -6,6 +6,7 @@ import ast
 import builtins
 
 from .hotness import is_loss_function_name
+from .ranks import numpy_result_dims
 from .torch_api import tensor_method_value, torch_function_value
 from .values import (
     MODULE,
@@ -103,7 +104,8 @@ def external_call_value(qualname: str, call: ast.Call, args: list[Value], resolv
             return tensor_method_value(method, call, args[0], resolve)
         return torch_function_value(qualname, call, args, resolve)
     if qualname.startswith(("numpy.", "pandas.", "scipy.", "sklearn.", "cupy.")):
-        return NDARRAY  # array libraries: nothing derived from their values is a torch tensor
+        # array libraries: nothing derived from their values is a torch tensor
+        return numpy_result_dims(qualname, call, NDARRAY)
     if qualname in _WRAPPERS or (qualname.rsplit(".", 1)[-1].lower() in _WRAPPER_NAMES and args):
         return args[0] if args else UNKNOWN  # `TQDM(enumerate(loader))`: the same iteration
     if qualname.startswith(_NOT_TENSOR_MODULES):

@@ -146,7 +146,7 @@ class ExpressionInterpreter(Frame):
         if kind is Kind.BATCH:
             return base
         if kind is Kind.NDARRAY:
-            return NDARRAY
+            return base if isinstance(node.slice, ast.Slice) else NDARRAY  # a slice keeps the dimensions
         if kind is Kind.MODULE:
             return MODULE
         if kind is Kind.REF:
@@ -239,7 +239,9 @@ class ExpressionInterpreter(Frame):
             else:
                 dtype = left.dtype if left.dtype == right.dtype else None
             zero_dim = (left.zero_dim or lk is Kind.PYTHON) and (right.zero_dim or rk is Kind.PYTHON)
-            return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim, device=merged_device((left, right)))
+            has_dims = left.has_dims or right.has_dims  # broadcasting keeps every dimension
+            return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim, has_dims=has_dims,
+                         device=merged_device((left, right)))
         if lk is Kind.NDARRAY or rk is Kind.NDARRAY:
             return NDARRAY
         if lk is Kind.PYTHON and rk is Kind.PYTHON:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from .ranks import function_result_dims, method_result_dims
 from .values import (
     MODULE_OUTPUT,
     BOOL_TENSOR,
@@ -24,10 +25,12 @@ from .values import (
     OPTIMIZER,
     PYTHON,
     TENSOR,
+    TENSOR_DEVICE,
     TENSORS,
     UNKNOWN,
     Kind,
     Value,
+    device_of_tensor,
     seq_of,
     tuple_of,
 )
@@ -241,7 +244,8 @@ def torch_function_value(
     if stream is not None:
         return stream
     if len(parts) == 2:
-        return _torch_top_level(name, call, args, resolve)
+        value = _torch_top_level(name, call, args, resolve)
+        return function_result_dims(name, call, args, value, legacy=name in LEGACY_CONSTRUCTORS)
     sub = parts[1]
     if sub == "nn":
         if len(parts) >= 3 and parts[2] == "functional":
@@ -384,6 +388,10 @@ def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> V
 
 def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Value:
     """The value of `t.<name>(...)` for a tensor receiver."""
+    return method_result_dims(name, call, recv, _tensor_method_value(name, call, recv, resolve))
+
+
+def _tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Value:
     if name in ("size", "stride") and not call.args and not call.keywords:
         return SHAPE
     if name in TENSOR_PYTHON_METHODS:
@@ -447,7 +455,7 @@ def tensor_attribute_value(name: str, recv: Value) -> Value:
     if name in _TENSOR_PYTHON_ATTRS or name.startswith(("is_", "has_")):
         return PYTHON
     if name == "device":
-        return DEVICE
+        return device_of_tensor(recv)
     if name == "dtype":
         return DTYPE
     if name in _TENSOR_TENSOR_ATTRS:
@@ -526,7 +534,12 @@ def classify_device(text: str) -> str | None:
 
 
 def device_of_expr(node: ast.expr | None, resolve, value_of) -> str | None:
-    """Where `device=<node>` / `.to(<node>)` puts a tensor, when it can be told."""
+    """Where `device=<node>` / `.to(<node>)` puts a tensor, when it can be told.
+
+    A device the program chose and that is not known to be the CPU (a `device` argument or
+    setting, `torch.device("cuda" if ok else "cpu")`) is taken to be the accelerator: code
+    that moves tensors to it is written for one. A tensor's own device (`x.device`) is
+    wherever that tensor is: unknown when the tensor's device is."""
     if node is None:
         return None
     if isinstance(node, ast.Constant):
@@ -535,6 +548,8 @@ def device_of_expr(node: ast.expr | None, resolve, value_of) -> str | None:
         return device_of_expr(node.args[0], resolve, value_of)
     value = value_of(node)
     if value.kind is Kind.DEVICE:
+        if value.device is None and value.ref != TENSOR_DEVICE:
+            return "accel"
         return value.device
     if value.kind is Kind.TENSOR:  # .to(other_tensor)
         return value.device

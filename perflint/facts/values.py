@@ -55,6 +55,10 @@ class Value:
     kind: Kind
     dtype: str | None = None  # tensors: "bool", "int" or "float" when known
     zero_dim: bool = False  # tensors known to have no dimensions (full reductions, losses)
+    # tensors known to have at least one dimension (`torch.arange(n)`, `torch.cat(...)`,
+    # `torch.as_tensor(array)`): where that matters, a 0-dim tensor is read as a number
+    # (an index, a scalar operand) and one with dimensions is used as a tensor
+    has_dims: bool = False
     elem: Value | None = None  # SEQ / LOADER / BATCH: what iterating yields
     items: tuple[Value, ...] | None = None  # SEQ: positional contents when known (tuples)
     ref: str | None = None  # REF: qualified name; FUNC/CLASS/OBJECT/MODULE: local key
@@ -69,6 +73,12 @@ class Value:
     def on_cpu(self) -> bool:
         """Known to live in host memory: reading it never waits for a GPU."""
         return self.device == "cpu"
+
+    @property
+    def on_accel(self) -> bool:
+        """Known to live on an accelerator: moved there (`.cuda()`, `.to(device)`), made there
+        (`device=device`), or computed from such tensors."""
+        return self.device == "accel"
 
     @property
     def is_tensor(self) -> bool:
@@ -112,6 +122,16 @@ LOSS_MODULE = Value(Kind.MODULE, loss=True)
 def module_output(loss: bool = False) -> Value:
     """What calling a module gives: a tensor (0-dim for a loss), or an attribute bag of them."""
     return Value(Kind.TENSOR, zero_dim=loss, ref=MODULE_OUTPUT)
+# `ref` of a DEVICE read from a tensor (`x.device`): it is wherever that tensor is, which a
+# device chosen by the program (`device = torch.device(...)`, a `device` argument) is not.
+TENSOR_DEVICE = "<tensor device>"
+
+
+def device_of_tensor(tensor: Value) -> Value:
+    """What `tensor.device` holds: the tensor's own device, unknown when the tensor's is."""
+    return Value(Kind.DEVICE, device=tensor.device, ref=TENSOR_DEVICE)
+
+
 BATCH = Value(Kind.BATCH)  # a tensor, or a tuple / dict of them: unpacking gives batches again
 LOADER = Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True))
 NDARRAY = Value(Kind.NDARRAY)
@@ -174,6 +194,7 @@ def join(a: Value, b: Value) -> Value:
         a.kind,
         dtype=a.dtype if a.dtype == b.dtype else None,
         zero_dim=a.zero_dim and b.zero_dim,
+        has_dims=a.has_dims and b.has_dims,
         elem=_join_opt(a.elem, b.elem),
         items=items,
         ref=a.ref if a.ref == b.ref else None,

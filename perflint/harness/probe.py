@@ -23,7 +23,8 @@ Three layers see different things (`docs` of `sync-catalog.md` §3):
   syncs that happen inside an op: `nonzero`, boolean-mask `index` / `index_put_`, `unique`,
   `masked_select`, `repeat_interleave` without `output_size`, `bincount`, `histc` without a
   range, `multinomial`, `equal`, `allclose`, linalg error checks, `normal` with a tensor std,
-  `masked_fill` with a device tensor value, blocking `copy_`, and every other scalar read
+  `masked_fill` with a device tensor value, blocking `copy_`, host index tensors of an
+  accelerator tensor (copied to its device before `index` / `index_put_`), and every other scalar read
   (`_local_scalar_dense`: `x[t0]`, `v in t`, `max(t0, t1)`, ...). See `DISPATCH_RULES`.
 * **patches**: `torch.cuda.synchronize`, `torch.cuda.empty_cache`, `Stream.synchronize`,
   `Event.synchronize` and `torch.accelerator.synchronize` are replaced while the probe is
@@ -801,12 +802,23 @@ for _names, _reason in (
         DISPATCH_RULES[_name] = _simple(_reason)
 
 
+_HOST_INDEX = "a host index tensor is copied to the device (blocking) before indexing"
+
+
+def _host_indices(probe: SyncProbe, indices: Sequence[Any]) -> list[torch.Tensor]:
+    """Index tensors that live on the host: indexing an accelerator tensor copies each to its
+    device first (`make_info` in ATen's TensorAdvancedIndexing.cpp: `indice.to(self.device())`)."""
+    return [i for i in indices if isinstance(i, torch.Tensor) and not probe.on_accelerator(i)]
+
+
 @_dispatch_rule("index")
 def _index(probe: SyncProbe, args: tuple, kwargs: dict) -> str | None:
     indices = _arg(args, kwargs, 1, "indices", ()) or ()
     masks = [i for i in indices if isinstance(i, torch.Tensor) and i.dtype in _MASK_DTYPES]
-    if masks and (_first_on_accelerator(probe, args) or any(probe.on_accelerator(m) for m in masks)):
+    if any(probe.on_accelerator(m) for m in masks):
         return "boolean-mask indexing calls nonzero() to size the result"
+    if _first_on_accelerator(probe, args) and _host_indices(probe, indices):
+        return _HOST_INDEX  # a host mask too: nonzero() on the host, then the copy
     return None
 
 
@@ -818,13 +830,16 @@ def _index_put(probe: SyncProbe, args: tuple, kwargs: dict) -> str | None:
     values = _arg(args, kwargs, 2, "values")
     accumulate = bool(_arg(args, kwargs, 3, "accumulate", False))
     host_value = isinstance(values, torch.Tensor) and not probe.on_accelerator(values)
-    if any(isinstance(i, torch.Tensor) and i.dtype in _MASK_DTYPES for i in indices):
-        # canDispatchToMaskedFill: one mask, one host value -> masked_fill_, no sync
+    masks = [i for i in indices if isinstance(i, torch.Tensor) and i.dtype in _MASK_DTYPES]
+    if any(probe.on_accelerator(m) for m in masks):
+        # canDispatchToMaskedFill: one mask on self's device, one host value -> masked_fill_, no sync
         if (len(indices) == 1 and not accumulate and host_value and values.numel() == 1):
             return None
         return "writing through a boolean mask calls nonzero()"
     if host_value:
         return "an integer-index write of a host value copies it to the device (blocking, torch 2.13)"
+    if _host_indices(probe, indices):
+        return _HOST_INDEX
     return None
 
 
