@@ -29,6 +29,8 @@ The facts are split by concern; each module imports only modules listed before i
 
 from __future__ import annotations
 
+import ast
+
 from .call_interpreter import TENSOR_ONLY_METHODS
 from .environment import annotation_value, join_env
 from .expressions import EXPR_HANDLERS
@@ -36,6 +38,7 @@ from .file_facts import FileFacts
 from .hot_regions import seed_reason
 from .project_calls import bind_foreign_arguments
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo
+from .summaries import Decoder, export, function_key
 from .walker import Walker
 
 
@@ -44,9 +47,26 @@ class FileAnalysis(FileFacts):
 
     # ----------------------------------------------------------------- passes
     def run(self) -> None:
+        self._bind_foreign_arguments()
         self._summaries()
         self._seed_hot_functions()
         self._report()
+        self.summaries = export(self.functions, self.cross.moves, _annotated)
+
+    def _bind_foreign_arguments(self) -> None:
+        """What other files pass to this file's functions (every step, or once: a loader,
+        an object) binds their parameters, before the summaries: `self.coder = coder`."""
+        cross = self.cross
+        if not cross.hot and not cross.bound:
+            return
+        decoder = cross.decoder = cross.decoder or Decoder(self.classes)
+        for func in self.functions:
+            key = function_key(func)
+            if key is None:
+                continue
+            signatures = cross.hot.get(key, []) + cross.bound.get(key, [])
+            if signatures:
+                bind_foreign_arguments(func, signatures, decoder, cross.summary_args.setdefault(id(func), {}))
 
     def _summaries(self) -> None:
         # Functions called at module level (`main()`, `loader = make_loader()`) are summarized
@@ -78,9 +98,8 @@ class FileAnalysis(FileFacts):
             if reason:
                 func.hot, func.hot_reason = True, reason
             key = func.name if func.cls is None else f"{func.cls.name}.{func.name}"
-            if func.parent is None and key in self.hot_functions:
+            if func.parent is None and (key in self.hot_functions or key in self.cross.bound):
                 func.foreign_callers = True
-                bind_foreign_arguments(func, self.hot_functions[key])
 
     def _report(self) -> None:
         order = self._caller_first_order()
@@ -101,7 +120,7 @@ class FileAnalysis(FileFacts):
         Walker(self, func, REPORT).run()
 
     def _needs_report_walk(self, func: FunctionInfo) -> bool:
-        return func.hot or func.has_loop or self.cold_rules_enabled
+        return func.hot or func.has_loop or self.cold_rules_enabled or id(func) in self.cross.feeding
 
     def _caller_first_order(self) -> list[FunctionInfo]:
         """Functions ordered so that callers come before their callees (cycles broken)."""
@@ -125,6 +144,11 @@ class FileAnalysis(FileFacts):
                     order.append(func)
         order.reverse()
         return [f for f in order if f is not self.module]
+
+
+def _annotated(func: FunctionInfo):
+    node = func.node
+    return annotation_value(node.returns) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
 # The names this module had when it held the whole analysis (tests use the private ones).
