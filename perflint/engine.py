@@ -138,7 +138,7 @@ class Linter:
                 cross = analysis.cross
                 result.hot_calls = tuple(sorted(cross.hot_calls))
                 result.bound_calls = tuple(sorted(cross.bound_calls))
-                result.calls = tuple(sorted(cross.calls))
+                result.calls = cross.asked()
                 result.summaries = analysis.summaries
             if findings or post:  # tokenizing for comments costs; only when something needs it
                 suppressions = parse_suppressions(source.text)

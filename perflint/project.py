@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from .facts.project_calls import BOUND, IMPORTED
+from .facts.project_calls import ASKS_FOR, BOUND, IMPORTED
 
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
@@ -228,16 +228,46 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
         if _BINDS.search(name.partition("(")[2]):  # still a loader or a project object
             seeds.setdefault(target, set()).add(BOUND + name)
     exported = [dict(names) for names in reexports]
-    for caller, names in enumerate(calls):
-        for qualname in names:
-            target = _target(index, exported, caller, qualname)
-            if target is None or target[0] == caller:
-                continue
-            summary = summaries[target[0]].get(target[1])
-            if summary:
-                summary = rebase(summary, index, exported, target[0], caller)
-                seeds.setdefault(caller, set()).add(f"{IMPORTED}{qualname}={summary}")
+    for caller, qualname, target in _wanted(index, exported, calls):
+        summary = summaries[target[0]].get(target[1])
+        if summary:
+            summary = rebase(summary, index, exported, target[0], caller)
+            seeds.setdefault(caller, set()).add(f"{IMPORTED}{qualname}={summary}")
     return seeds
+
+
+def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],
+            calls: Sequence[Iterable[str]]) -> Iterator[tuple[int, str, tuple[int, str]]]:
+    """(file, qualified name it calls, where that is defined) for each call of another file's
+    function whose summary is wanted: a call in code the report walks, or one whose value a
+    function returns when another file wants that function's summary (on demand, so that a
+    chain of helpers returning helpers is followed only as far as someone looks)."""
+    plain: list[list[str]] = []
+    pending: list[dict[str, list[str]]] = []
+    for names in calls:
+        plain.append([])
+        pending.append({})
+        for name in names:
+            qualname, asks, key = name.partition(ASKS_FOR)
+            if asks:
+                pending[-1].setdefault(key, []).append(qualname)
+            else:
+                plain[-1].append(qualname)
+    demanded: set[tuple[int, str]] = set()
+    work = [(caller, qualname) for caller, names in enumerate(plain) for qualname in names]
+    seen: set[tuple[int, str]] = set()
+    while work:
+        caller, qualname = work.pop()
+        if (caller, qualname) in seen:
+            continue
+        seen.add((caller, qualname))
+        target = _target(index, exported, caller, qualname)
+        if target is None or target[0] == caller:
+            continue
+        yield caller, qualname, target
+        if target not in demanded:
+            demanded.add(target)
+            work.extend((target[0], more) for more in pending[target[0]].get(target[1], ()))
 
 
 _BINDS = re.compile(r"(?:^|[,=])[L@%]")

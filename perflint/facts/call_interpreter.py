@@ -16,7 +16,7 @@ from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
 from .hotness import is_loss_function_name, is_optimizer_step_receiver
-from .project_calls import PROJECT_CLASS, call_signature
+from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
     Decoder,
@@ -95,6 +95,8 @@ class CallInterpreter(ExpressionInterpreter):
     # ----------------------------------------------------------------- calls
     def ev_Call(self, node: ast.Call) -> Value:
         func = node.func
+        if self.hot:
+            self.file.cross.runs_hot.add(id(self.func))
         receiver: Value | None = None
         if isinstance(func, ast.Attribute):
             receiver = self.ev(func.value)
@@ -195,7 +197,7 @@ class CallInterpreter(ExpressionInterpreter):
                     return seq_of(tuple_of((PYTHON, recv.elem)))
             return UNKNOWN
         if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):
-            self._note_project_method(recv, name, call_signature(node, args, kwargs))
+            self._note_project_method(recv, name, node, args, kwargs)
             summarized = self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
             if summarized is not None:
                 return summarized
@@ -310,7 +312,7 @@ class CallInterpreter(ExpressionInterpreter):
             # forward, hot in its file anyway: no seed (each seed re-analyzes a file)
             qualname = callee.ref[len(PROJECT_CLASS):]
             if not is_module_base(qualname):
-                self._note_project_method(callee, "__call__", call_signature(node, args, kwargs))
+                self._note_project_method(callee, "__call__", node, args, kwargs)
             method = "forward" if is_module_base(qualname) else "__call__"
             summarized = self._project_call(f"{qualname}.{method}", node, args, kwargs)
             return summarized if summarized is not None else UNKNOWN
@@ -324,9 +326,26 @@ class CallInterpreter(ExpressionInterpreter):
         answers with its summary), a call passing loaders or objects binds its parameters
         there; what it returns by its summary (None when there is none)."""
         cross = self.file.cross
-        cross.calls.add(qualname)
-        if not (self.hot and self.reporting):  # a hot call binds as it seeds
-            signature = call_signature(node, args, kwargs, bound_only=True)
+        # Asking for a summary costs a second analysis of this file once the answer comes:
+        # only where the answer can matter: in hot code, around it (`loader = make_loader()`
+        # before the loop over it: kept if the function turns out to run hot code), when it
+        # is handed a loader (it may move its batches), or in what a function returns, when
+        # another file asks for that function's summary ("qualname<Name", see
+        # perflint.project.project_seeds).
+        if self.mode != SUMMARY:
+            if self.hot or any(a.kind is Kind.LOADER for a in args) \
+                    or any(v.kind is Kind.LOADER for v in kwargs.values()):
+                cross.calls.add(qualname)
+            else:
+                cross.cold_calls.setdefault(id(self.func), set()).add(qualname)
+        elif isinstance(self.stmt, ast.Return) and self.specialized is None:
+            key = function_key(self.func)
+            if key is not None:
+                cross.calls.add(f"{qualname}{ASKS_FOR}{key}")
+        if not (self.hot and self.reporting) and (any(map(_binds, args)) or any(map(_binds, kwargs.values()))):
+            # a hot call binds as it seeds; objects only to constructors, which keep them
+            # (`self.box_coder = box_coder`)
+            signature = call_signature(node, args, kwargs, bound_only=True, objects=qualname.endswith(".__init__"))
             if signature:
                 cross.bound_calls.add(qualname + signature)
         summary = cross.imported.get(qualname)
@@ -357,9 +376,11 @@ class CallInterpreter(ExpressionInterpreter):
             cross.decoder = Decoder(self.file.classes)
         return cross.decoder
 
-    def _note_project_method(self, instance: Value, method: str, signature: str) -> None:
+    def _note_project_method(self, instance: Value, method: str, node: ast.Call, args: list[Value],
+                             kwargs: dict[str | None, Value]) -> None:
         """A method of a class from another project file, called from hot code: hot there."""
         if self.hot and self.reporting and instance.ref is not None:
+            signature = call_signature(node, args, kwargs)
             self.file.external_hot_calls.add(f"{instance.ref[len(PROJECT_CLASS):]}.{method}{signature}")
 
     def _qualified_call(self, qualname: str, node: ast.Call, args: list[Value],
@@ -503,6 +524,11 @@ class CallInterpreter(ExpressionInterpreter):
                 self.loops[-1].train_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
+
+
+def _binds(value: Value) -> bool:
+    """A loader, or what may be an object of a project class: worth binding in a callee."""
+    return value.kind is Kind.LOADER or (value.ref is not None and value.kind in (Kind.UNKNOWN, Kind.OBJECT))
 
 
 # Calls are expressions: `ExpressionInterpreter.ev` hands them to this layer.

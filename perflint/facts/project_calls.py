@@ -23,28 +23,36 @@ from .records import FunctionInfo
 from .summaries import NOTHING, PROJECT_CLASS, Decoder, code_of, function_key, parameters
 from .values import Kind, Value, join
 
-__all__ = ["BOUND", "IMPORTED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
+__all__ = ["ASKS_FOR", "BOUND", "IMPORTED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
            "parse_hot_function_seeds"]
 
 BOUND = "~"  # a seed that binds parameters only (the call does not run every step)
 IMPORTED = ">"  # a seed that is another file's summary
+# "qualname<Name" in `CrossFile.calls`: the summary of qualname is wanted only when another
+# file wants the summary of this file's Name (what Name returns is what qualname returns)
+ASKS_FOR = "<"
 
 
 def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value],
-                   bound_only: bool = False) -> str:
+                   bound_only: bool = False, objects: bool = True) -> str:
     """`(t,-,mask=b)`: the kinds of a call's arguments (codes of `summaries`), up to the
     first `*args`; "" when no argument is known to be anything (most calls: the seed stays
-    short). `bound_only`: "" unless the call passes a loader or a project object."""
+    short). `bound_only`: only loaders and (`objects`) project objects, "" when there is
+    none: what a call that does not run every step binds in its callee."""
+    def code(value: Value) -> str:
+        found = code_of(value)
+        if bound_only and found[:1] not in (("L", "@", "%") if objects else ("L",)):
+            return NOTHING
+        return found
+
     codes = []
     for arg_node, value in zip(node.args, args):
         if isinstance(arg_node, ast.Starred):
             break
-        codes.append(code_of(value))
-    codes.extend(f"{key}={code}" for key, value in kwargs.items()
-                 if key is not None and (code := code_of(value)) != NOTHING)
-    if all(code.rpartition("=")[2] == NOTHING for code in codes):
-        return ""
-    if bound_only and not any(code.rpartition("=")[2][:1] in ("L", "@", "%") for code in codes):
+        codes.append(code(value))
+    codes.extend(f"{key}={found}" for key, value in kwargs.items()
+                 if key is not None and (found := code(value)) != NOTHING)
+    if all(found.rpartition("=")[2] == NOTHING for found in codes):
         return ""
     return "(" + ",".join(codes) + ")"
 
@@ -80,6 +88,8 @@ class CrossFile:
         self.hot_calls: set[str] = set()  # `FileAnalysis.external_hot_calls`
         self.bound_calls: set[str] = set()
         self.calls: set[str] = set()
+        self.cold_calls: dict[int, set[str]] = {}  # id(function) -> names called in its cold code
+        self.runs_hot: set[int] = set()  # ids of the functions with code that runs every step
         # (function key, position, name) of the parameters whose loaders' batches this file
         # moves to a device every step
         self.moves: set[tuple[str, int, str]] = set()
@@ -92,6 +102,14 @@ class CrossFile:
         self.specialized: dict[tuple, Value] = {}  # (id(function), argument codes) -> what it returns
         self.specializing = 0
         self.decoder: Decoder | None = None
+
+    def asked(self) -> tuple[str, ...]:
+        """The names whose summaries this file wants (`FileResult.calls`): called where the
+        answer may matter, or in cold code of a function that also runs hot code."""
+        names = set(self.calls)
+        for func in self.runs_hot:
+            names.update(self.cold_calls.get(func, ()))
+        return tuple(sorted(names))
 
 
 def bind_foreign_arguments(func: FunctionInfo, signatures: list[str], decoder: Decoder,
