@@ -80,7 +80,7 @@ def lint_target(target: Target, cwd: Path, raw: bytes | None = None,
                 reason = "broken symbolic link"
             return linter._error_result(display, FileError(f"cannot read file: {reason}"))
     if is_notebook(target.path):
-        return lint_notebook(linter, display, raw)
+        return lint_notebook(linter, display, raw, hot_functions)
     return linter.lint_bytes(display, raw, hot_functions)
 
 

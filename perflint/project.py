@@ -228,11 +228,19 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
         if _BINDS.search(name.partition("(")[2]):  # still a loader or a project object
             seeds.setdefault(target, set()).add(BOUND + name)
     exported = [dict(names) for names in reexports]
+    shaped: dict[int, dict[str, list[str]]] = {}  # file -> function -> its "Name(shape)" entries
     for caller, qualname, target in _wanted(index, exported, calls):
-        summary = summaries[target[0]].get(target[1])
-        if summary:
-            summary = rebase(summary, index, exported, target[0], caller)
-            seeds.setdefault(caller, set()).add(f"{IMPORTED}{qualname}={summary}")
+        file, name = target
+        if file not in shaped:
+            shaped[file] = {}
+            for entry in summaries[file]:
+                if entry.endswith(")"):
+                    shaped[file].setdefault(entry.partition("(")[0], []).append(entry)
+        for entry in [name] + shaped[file].get(name, []):
+            summary = summaries[file].get(entry)
+            if summary:
+                summary = rebase(summary, index, exported, file, caller)
+                seeds.setdefault(caller, set()).add(f"{IMPORTED}{qualname}{entry[len(name):]}={summary}")
     return seeds
 
 

@@ -110,7 +110,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
 def _learn(summaries: dict[str, str], calls: set[str], result: FileResult) -> None:
     calls.update(result.calls)
     for entry in result.summaries:
-        name, _, summary = entry.partition("=")
+        name, _, summary = entry.rpartition("=")  # "f(t,mask=b)=b": codes hold no "="
         old = summaries.get(name)
         summaries[name] = summary if old is None else join_summaries(old, summary)
 
@@ -118,8 +118,8 @@ def _learn(summaries: dict[str, str], calls: set[str], result: FileResult) -> No
 def _grow(old: frozenset[str], found: set[str]) -> frozenset[str]:
     """The seeds of the next round: the old ones and the new, where a summary of the same
     function replaces the old one (it is their join: summaries only go up)."""
-    replaced = {seed.partition("=")[0] for seed in found if seed.startswith(IMPORTED)}
-    kept = {seed for seed in old if not (seed.startswith(IMPORTED) and seed.partition("=")[0] in replaced)}
+    replaced = {seed.rpartition("=")[0] for seed in found if seed.startswith(IMPORTED)}
+    kept = {seed for seed in old if not (seed.startswith(IMPORTED) and seed.rpartition("=")[0] in replaced)}
     return frozenset(kept | found)
 
 

@@ -36,9 +36,9 @@ from .environment import annotation_value, join_env
 from .expressions import EXPR_HANDLERS
 from .file_facts import FileFacts
 from .hot_regions import seed_reason
-from .project_calls import bind_foreign_arguments
+from .project_calls import bind_foreign_arguments, shape_binding, tensor_shape
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo
-from .summaries import Decoder, export, function_key
+from .summaries import NOTHING, PLAIN, Decoder, code_of, export, function_key, informative
 from .walker import Walker
 
 
@@ -51,7 +51,30 @@ class FileAnalysis(FileFacts):
         self._summaries()
         self._seed_hot_functions()
         self._report()
-        self.summaries = export(self.functions, self.cross.moves, _annotated)
+        self.summaries = export(self.functions, self.cross.moves, _annotated) + self._shaped_summaries()
+
+    def _shaped_summaries(self) -> tuple[str, ...]:
+        """`Name(t,-)=(b,t)`: what a small function returns for the kinds of arguments other
+        files pass it, where its own summary does not say (`t > 0` of a parameter)."""
+        cross = self.cross
+        if not cross.hot and not cross.bound:
+            return ()
+        decoder = cross.decoder = cross.decoder or Decoder(self.classes)
+        walker: Walker | None = None
+        out = set()
+        for func in self.functions:
+            key = function_key(func)
+            if key is None:
+                continue
+            shapes = {tensor_shape(f"({s})") for s in cross.hot.get(key, []) + cross.bound.get(key, [])}
+            generic = code_of(func.result, func)
+            for shape in sorted(shapes - {""}):
+                walker = walker or Walker(self, self.module, SUMMARY)
+                result = walker._specialized(func, shape_binding(func, shape, decoder))
+                code = code_of(result, func) if result is not None else NOTHING
+                if informative(code) and code.strip(PLAIN) and code != generic:
+                    out.add(f"{key}({shape})={code}")
+        return tuple(sorted(out))
 
     def _bind_foreign_arguments(self) -> None:
         """What other files pass to this file's functions (every step, or once: a loader,

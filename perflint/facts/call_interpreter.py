@@ -16,7 +16,7 @@ from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
 from .hotness import is_loss_function_name, is_optimizer_step_receiver
-from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature
+from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
     Decoder,
@@ -348,7 +348,10 @@ class CallInterpreter(ExpressionInterpreter):
             signature = call_signature(node, args, kwargs, bound_only=True, objects=qualname.endswith(".__init__"))
             if signature:
                 cross.bound_calls.add(qualname + signature)
-        summary = cross.imported.get(qualname)
+        summary = None
+        if qualname in cross.shaped:  # what it returns for these kinds of arguments
+            summary = cross.imported.get(f"{qualname}({tensor_shape(call_signature(node, args, kwargs))})")
+        summary = summary or cross.imported.get(qualname)
         if summary is None:
             return None
         returns, moved = split_summary(summary)

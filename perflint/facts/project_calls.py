@@ -20,11 +20,20 @@ import ast
 from typing import Iterable
 
 from .records import FunctionInfo
-from .summaries import NOTHING, PROJECT_CLASS, Decoder, code_of, function_key, parameters
+from .summaries import (
+    NOTHING,
+    PROJECT_CLASS,
+    Decoder,
+    code_of,
+    function_key,
+    join_codes,
+    parameters,
+    split_codes,
+)
 from .values import Kind, Value, join
 
 __all__ = ["ASKS_FOR", "BOUND", "IMPORTED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
-           "parse_hot_function_seeds"]
+           "parse_hot_function_seeds", "shape_binding", "tensor_shape"]
 
 BOUND = "~"  # a seed that binds parameters only (the call does not run every step)
 IMPORTED = ">"  # a seed that is another file's summary
@@ -57,6 +66,36 @@ def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, V
     return "(" + ",".join(codes) + ")"
 
 
+_TENSOR_CODES = frozenset({"t", "b", "c", "B", "Bc"})
+
+
+def tensor_shape(signature: str) -> str:
+    """The tensor (and batch) kinds of a call signature, the rest "-": `(t,@m.C,k=b)` ->
+    "t,-,k=b" ("" when it has none). What a small function returns may depend on them."""
+    codes = []
+    for code in split_codes(signature[1:-1]) if signature.startswith("(") else []:
+        key, eq, kind = code.rpartition("=")
+        if kind in _TENSOR_CODES:
+            codes.append(key + eq + kind)
+        elif not eq:
+            codes.append(NOTHING)
+    while codes and codes[-1] == NOTHING:
+        codes.pop()
+    return ",".join(codes)
+
+
+def shape_binding(func: FunctionInfo, shape: str, decoder: Decoder) -> dict[str, Value]:
+    """The parameters of `func` bound to the kinds of `tensor_shape`."""
+    params = parameters(func)
+    binding: dict[str, Value] = {}
+    for index, code in enumerate(shape.split(",") if shape else []):
+        key, _, kind = code.rpartition("=")
+        name = key or (params[index] if index < len(params) else "")
+        if name and kind != NOTHING:
+            binding[name] = decoder.value(kind)
+    return binding
+
+
 def parse_hot_function_seeds(seeds: Iterable[str]) -> dict[str, list[str]]:
     """`"f(t,-)"`, `"Model.step"` -> {"f": ["t,-"], "Model.step": [""]}: the module-level
     functions ("name" or "Class.method") that other files call every step, each with the
@@ -78,13 +117,16 @@ class CrossFile:
         self.hot: dict[str, list[str]] = parse_hot_function_seeds(seeds)
         self.bound: dict[str, list[str]] = {}  # "name" -> signatures of calls that only bind
         self.imported: dict[str, str] = {}  # qualified name as this file calls it -> summary
+        self.shaped: set[str] = set()  # ... of those, the ones with summaries for some argument kinds
         for seed in seeds:
             if seed.startswith(BOUND):
                 name, _, signature = seed[1:].partition("(")
                 self.bound.setdefault(name, []).append(signature.rstrip(")"))
             elif seed.startswith(IMPORTED):
-                qualname, _, summary = seed[1:].partition("=")
+                qualname, _, summary = seed[1:].rpartition("=")  # codes hold no "="
                 self.imported[qualname] = summary
+                if qualname.endswith(")"):  # what it returns for the kinds of one call's arguments
+                    self.shaped.add(qualname.partition("(")[0])
         self.hot_calls: set[str] = set()  # `FileAnalysis.external_hot_calls`
         self.bound_calls: set[str] = set()
         self.calls: set[str] = set()
@@ -119,13 +161,22 @@ def bind_foreign_arguments(func: FunctionInfo, signatures: list[str], decoder: D
     too (`summary_args`: `self.coder = coder` in `__init__`)."""
     params = parameters(func)
     key = function_key(func) or func.name
+    passed: dict[tuple[int, str], list[str]] = {}
     for signature in signatures:
         for index, code in enumerate(signature.split(",") if signature else []):
             name, _, code = code.rpartition("=")
             position = index if not name else (params.index(name) if name in params else -1)
             name = name or (params[index] if index < len(params) else "")
-            if not name or code == NOTHING:
-                continue
+            if name and code != NOTHING:
+                passed.setdefault((position, name), []).append(code)
+    for (position, name), codes in passed.items():
+        loaders = [code for code in codes if code[:1] == "L"]
+        if len(loaders) > 1:  # several loaders: one loader with what they share (pinned if one is)
+            joined = loaders[0]
+            for code in loaders[1:]:
+                joined = join_codes(joined, code)
+            codes = [code for code in codes if code[:1] != "L"] + [joined]
+        for code in codes:
             value = decoder.value(code, param=(key, position, name))
             if value.kind is Kind.UNKNOWN and not (value.ref or "").startswith(PROJECT_CLASS):
                 continue

@@ -376,7 +376,9 @@ def join_codes(a: str, b: str) -> str:
     if {a, b} == {"B", "Bc"}:
         return "B"
     if a[0] == "L" and b[0] == "L" and len(a) == len(b) == 4:
-        return "L" + "".join(x if x == y else CONFLICT for x, y in zip(a[1:], b[1:]))
+        # pinned if either is: a copy of its batches without non_blocking blocks for that one
+        pin = "T" if "T" in (a[1], b[1]) else a[1] if a[1] == b[1] else CONFLICT
+        return "L" + pin + "".join(x if x == y else CONFLICT for x, y in zip(a[2:], b[2:]))
     if a[0] == b[0] == "(" and a[-1] == b[-1] == ")":
         left, right = split_codes(a[1:-1]), split_codes(b[1:-1])
         if len(left) == len(right):
@@ -401,7 +403,7 @@ def join_summaries(a: str, b: str) -> str:
 # a second analysis of every file calling a helper from hot code (measured on torchvision and
 # pyro: +12% cold time, no finding more). Masks, host tensors, batches, loaders, objects and
 # parameters are worth it.
-_PLAIN = "t()[],-?"
+PLAIN = "t()[],-?"
 
 
 def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
@@ -421,7 +423,7 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
                 and not (result.ref or "").startswith(PROJECT_CLASS):
             result = annotated(func) or result
         returns = code_of(result, func)
-        if not informative(returns) or not returns.strip(_PLAIN):
+        if not informative(returns) or not returns.strip(PLAIN):
             returns = NOTHING
         if returns == NOTHING and key not in moved:
             continue
