@@ -11,6 +11,12 @@ Each file's analysis reports the qualified names it calls from hot code (`FileRe
 define those modules and returns, per file, the module-level functions that other files call
 every step. The runner then analyzes those files again with those functions seeded as hot,
 until nothing new turns hot (a fixpoint: seeds only grow, so it ends).
+
+The seeds also carry what crosses files besides hotness (`project_seeds`): the loaders and
+objects calls from any code pass (`~name(sig)`), and the summaries of the other files'
+functions a file calls (`>qualname=summary`, see perflint.facts.summaries), asked for where
+the answer can matter and followed on demand through helpers returning helpers. Classes
+named in those codes are renamed for the file that reads them (`rebase`).
 """
 
 from __future__ import annotations

@@ -141,6 +141,49 @@ def test_a_loader_passed_to_another_module_keeps_its_settings(tmp_path, monkeypa
     }, monkeypatch)
 
 
+def test_a_loader_followed_through_three_files_to_the_loop_that_moves_its_batches(tmp_path, monkeypatch):
+    """main.py -> engine.fit -> a helper of engine.py -> loop.run_epoch, which copies the
+    batches: the loader built in main.py is reported there. Twin: a loader handed the same
+    way to a loop that keeps its batches on the host."""
+    check_project(tmp_path, {
+        "main.py": """
+            from torch.utils.data import DataLoader
+
+            import engine
+
+            def main(ds, model, opt, device, epochs):
+                loader = DataLoader(ds, batch_size=8)  # expect: PFL103, PFL104
+                host = DataLoader(ds, batch_size=8)
+                for epoch in range(epochs):
+                    engine.fit(model, loader, opt, device)
+                    engine.profile(host)
+        """,
+        "engine.py": """
+            import loop
+
+            def fit(model, loader, opt, device):
+                return _run(model, loader, opt, device)
+
+            def _run(model, loader, opt, device):
+                return loop.run_epoch(model, loader, opt, device)
+
+            def profile(loader):
+                return loop.host_stats(loader)
+        """,
+        "loop.py": """
+            def run_epoch(model, loader, opt, device):
+                for x in loader:
+                    x = x.to(device)
+                    model(x).sum().backward()
+                    opt.step()
+
+            def host_stats(loader):
+                for x in loader:
+                    print(x.float().mean())
+        """,
+    }, monkeypatch)
+
+
 # --------------------------------------------------------------------------- return values
 def test_what_helpers_of_another_module_return(tmp_path, monkeypatch):
     """A mask, a tuple with a mask (`t > 0` of a parameter: known for the kinds of

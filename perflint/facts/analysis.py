@@ -19,6 +19,7 @@ The facts are split by concern; each module imports only modules listed before i
   environment                         environments, their joins, annotations, narrowing
   records                             FunctionInfo, ClassInfo, LoopInfo
   hot_regions                         hot-path decisions over those records
+  summaries                           what crosses files: value codes, parameter markers
   project_calls                       the file's side of the project pass
   file_facts                          what the file defines; the state the walkers share
   frame, expressions, call_interpreter, walker
@@ -38,6 +39,7 @@ from .file_facts import FileFacts
 from .hot_regions import seed_reason
 from .project_calls import bind_foreign_arguments, shape_binding, tensor_shape
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo
+from .values import Kind
 from .summaries import NOTHING, PLAIN, Decoder, code_of, export, function_key, informative
 from .walker import Walker
 
@@ -89,7 +91,10 @@ class FileAnalysis(FileFacts):
                 continue
             signatures = cross.hot.get(key, []) + cross.bound.get(key, [])
             if signatures:
-                bind_foreign_arguments(func, signatures, decoder, cross.summary_args.setdefault(id(func), {}))
+                bound = cross.summary_args.setdefault(id(func), {})
+                bind_foreign_arguments(func, signatures, decoder, bound)
+                if any(value.kind is Kind.LOADER for value in bound.values()):
+                    cross.feeding.add(id(func))  # walked for the report: where its loader goes
 
     def _summaries(self) -> None:
         # Functions called at module level (`main()`, `loader = make_loader()`) are summarized
@@ -143,7 +148,10 @@ class FileAnalysis(FileFacts):
         Walker(self, func, REPORT).run()
 
     def _needs_report_walk(self, func: FunctionInfo) -> bool:
-        return func.hot or func.has_loop or self.cold_rules_enabled or id(func) in self.cross.feeding
+        # ... and a function handed a loader, or handing one to another file's function:
+        # where its batches go decides the loader's findings
+        return func.hot or func.has_loop or self.cold_rules_enabled or id(func) in self.cross.feeding \
+            or any(value.kind is Kind.LOADER for value in func.arg_values.values())
 
     def _caller_first_order(self) -> list[FunctionInfo]:
         """Functions ordered so that callers come before their callees (cycles broken)."""

@@ -25,6 +25,7 @@ from .summaries import (
     function_key,
     instantiate,
     param_of,
+    parameter_of,
     made_elsewhere,
     split_summary,
     vague,
@@ -358,6 +359,11 @@ class CallInterpreter(ExpressionInterpreter):
         passed = call_lookup(node, args, kwargs)
         for position, name in moved:
             loader = passed(position, name)
+            mine = parameter_of(loader, self.func) if loader is not None else None
+            key = function_key(self.func) if mine is not None else None
+            if mine is not None and key is not None:  # `def fit(loader): return loop.run(loader)`
+                cross.moves.add((key, int(mine[0]) if mine[0].isdigit() else -1, mine[1]))
+                continue
             origin = loader.origin if loader is not None and loader.kind is Kind.LOADER else None
             if not isinstance(origin, ast.Call):
                 continue

@@ -104,6 +104,14 @@ def _marker(value: Value) -> tuple[bool, str, str, str] | None:
     return element, owner, position, name
 
 
+def parameter_of(value: Value, func: FunctionInfo) -> tuple[str, str] | None:
+    """(position, name) when `value` is the marker of a parameter of `func` itself."""
+    found = _marker(value)
+    if found is None or found[0] or found[1] != str(id(func)):
+        return None
+    return found[2], found[3]
+
+
 def has_markers(value: Value, depth: int = 0) -> bool:
     if _marker(value) is not None:
         return True
