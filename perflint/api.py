@@ -77,7 +77,7 @@ def lint_target(target: Target, cwd: Path, raw: bytes | None = None,
         except OSError as exc:
             return linter._error_result(display, FileError(read_error(target.path, exc)))
     if is_notebook(target.path):
-        return lint_notebook(linter, display, raw)
+        return lint_notebook(linter, display, raw, hot_functions)
     return linter.lint_bytes(display, raw, hot_functions)
 
 

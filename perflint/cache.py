@@ -64,7 +64,7 @@ GITIGNORE = "# Automatically created by perflint.\n*\n"
 RACY_NS = 3_000_000_000
 PRUNE_AFTER_DAYS = 30
 _DAY = 86_400
-_INDEX_FORMAT = 3  # 3: clean means no findings and no hot calls into other files
+_INDEX_FORMAT = 4  # 4: clean means no findings and nothing that crosses into other files
 _TMP_SUFFIX = ".tmp"
 
 # An index record: dev, ino, size, mtime_ns, ctime_ns, content hash, trusted, last-seen day,
@@ -208,6 +208,9 @@ class Cache:
                 hot_calls=tuple(entry["hot_calls"]),
                 reexports=tuple((name, source) for name, source in entry["reexports"]),
                 hot_call_origins=tuple((call, tuple(steps), seed) for call, steps, seed in entry["origins"]),
+                bound_calls=tuple(entry["bound"]),
+                calls=tuple(entry["calls"]),
+                summaries=tuple(entry["summaries"]),
             )
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
@@ -228,6 +231,9 @@ class Cache:
             "hot_calls": list(result.hot_calls),
             "reexports": [list(pair) for pair in result.reexports],
             "origins": [[call, list(steps), seed] for call, steps, seed in result.hot_call_origins],
+            "bound": list(result.bound_calls),
+            "calls": list(result.calls),
+            "summaries": list(result.summaries),
         }
         path = self._entry_path(key)
         try:
@@ -300,7 +306,8 @@ class Cache:
         if hot:
             return result, None  # the index describes the file's own (unseeded) result
         clean = key if not result.diagnostics and result.error is None and result.parsed \
-            and not result.hot_calls and not result.reexports else ""
+            and not result.hot_calls and not result.reexports and not result.bound_calls \
+            and not result.calls and not result.summaries else ""
         return result, stat_key(st) + [digest, trusted, self._today, clean]
 
     # ----------------------------------------------------------------- end of run

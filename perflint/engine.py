@@ -56,6 +56,15 @@ class FileResult:
     # call run every step, and the function of this file the project pass seeded at its
     # root, if any (see perflint.hot_paths).
     hot_call_origins: tuple[tuple[str, tuple[str, ...], str | None], ...] = ()
+    # Calls from any code that pass a loader or an object of a project class (`f(-,L-N-)`):
+    # they bind the callee's parameters in its file without making it hot.
+    bound_calls: tuple[str, ...] = ()
+    # Qualified names this file calls that may be functions of other project files: the
+    # project pass answers with their summaries (part of this file's seeds).
+    calls: tuple[str, ...] = ()
+    # What this file's module-level functions and methods return, and which parameters'
+    # loaders they move to a device every step ("Name=summary", see perflint.facts.summaries).
+    summaries: tuple[str, ...] = ()
 
 
 _linters: dict[tuple[str, ...], "Linter"] = {}
@@ -100,8 +109,9 @@ class Linter:
         return self.lint_source(source, hot_functions)
 
     def lint_source(self, source: SourceFile, hot_functions: frozenset[str] = frozenset()) -> FileResult:
-        """Lint one file. `hot_functions` names module-level functions that code in other
-        files calls every step (the project pass): they are hot here too."""
+        """Lint one file. `hot_functions` are its seeds from the project pass: functions that
+        code in other files calls every step (they are hot here too), the arguments other
+        files pass, and the summaries of the other files' functions it calls."""
         path = source.path
         try:
             with warnings.catch_warnings():
@@ -126,8 +136,13 @@ class Linter:
         findings: list[RawFinding] = []
         try:
             if walk:
-                findings, result.hot_calls, result.hot_call_origins = self._analyze(
-                    source, tree, [cls() for cls in self._walk_rules], hot_functions)
+                findings, analysis = self._analyze(source, tree, [cls() for cls in self._walk_rules], hot_functions)
+                cross = analysis.cross
+                result.hot_calls = tuple(sorted(cross.hot_calls))
+                result.hot_call_origins = _origins(source, result.hot_calls, analysis.external_hot_call_origins)
+                result.bound_calls = tuple(sorted(cross.bound_calls))
+                result.calls = cross.asked()
+                result.summaries = analysis.summaries
             if findings or post:  # tokenizing for comments costs; only when something needs it
                 suppressions = parse_suppressions(source.text)
                 result.diagnostics = self._diagnostics(source, findings, suppressions) if findings else []
@@ -143,9 +158,7 @@ class Linter:
 
     # ----------------------------------------------------------------- internals
     def _analyze(self, source: SourceFile, tree: ast.Module, rules: list[Rule],
-                 hot_functions: frozenset[str] = frozenset()) -> tuple[list[RawFinding], tuple[str, ...], tuple]:
-        """(the rules' findings, the calls into other project files from hot code, and the
-        chain that makes each of those calls hot: see perflint.hot_paths)."""
+                 hot_functions: frozenset[str] = frozenset()) -> tuple[list[RawFinding], FileAnalysis]:
         dispatch: dict[type, list] = {}
         hot_only: dict = {}
         for rule in rules:
@@ -160,11 +173,7 @@ class Linter:
                                 host_only=_host_only(raw))
         context = RuleContext(source, analysis)
         analysis.run()
-        calls = tuple(sorted(analysis.external_hot_calls))
-        origins = analysis.external_hot_call_origins
-        return context.findings, calls, tuple(
-            (call, tuple(f"{source.path}:{row} {what}" for row, what in origins[call][0]), origins[call][1])
-            for call in calls if call in origins)
+        return context.findings, analysis
 
     def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding],
                      suppressions: Suppressions | None = None) -> list[Diagnostic]:
@@ -259,6 +268,13 @@ class Linter:
                 )
             )
         return result
+
+
+def _origins(source: SourceFile, calls: tuple[str, ...], origins: dict) -> tuple:
+    """For each call into another project file, the chain ("path:row what") that makes it
+    run every step, and the seeded function at its root (see perflint.hot_paths)."""
+    return tuple((call, tuple(f"{source.path}:{row} {what}" for row, what in origins[call][0]), origins[call][1])
+                 for call in calls if call in origins)
 
 
 def _host_only(raw: bytes) -> bool:

@@ -629,14 +629,16 @@ def _without_broken_cells(linter: Linter, display: str, notebook: Notebook) -> t
     return notebook, errors
 
 
-def lint_notebook(linter: Linter, display: str, raw: bytes) -> FileResult:
+def lint_notebook(linter: Linter, display: str, raw: bytes, hot_functions: frozenset[str] = frozenset()) -> FileResult:
+    """`hot_functions`: the notebook's seeds from the project pass (the summaries of the
+    project's functions its cells call)."""
     notebook = load(raw)
     if isinstance(notebook, FileError):
         return linter._error_result(display, notebook)
     if not notebook.python or not notebook.cells:
         return FileResult(display, parsed=True)
     notebook, errors = _without_broken_cells(linter, display, notebook)
-    result = linter.lint_source(SourceFile(path=display, text=notebook.text))
+    result = linter.lint_source(SourceFile(path=display, text=notebook.text), hot_functions)
     result.diagnostics = sorted(errors + [notebook.map_diagnostic(d) for d in result.diagnostics],
                                 key=Diagnostic.sort_key)
     return result

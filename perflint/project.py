@@ -11,13 +11,22 @@ Each file's analysis reports the qualified names it calls from hot code (`FileRe
 define those modules and returns, per file, the module-level functions that other files call
 every step. The runner then analyzes those files again with those functions seeded as hot,
 until nothing new turns hot (a fixpoint: seeds only grow, so it ends).
+
+The seeds also carry what crosses files besides hotness (`project_seeds`): the loaders and
+objects calls from any code pass (`~name(sig)`), and the summaries of the other files'
+functions a file calls (`>qualname=summary`, see perflint.facts.summaries), asked for where
+the answer can matter and followed on demand through helpers returning helpers. Classes
+named in those codes are renamed for the file that reads them (`rebase`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
+
+from .facts.project_calls import ASKS_FOR, BOUND, IMPORTED
 
 from .facts.project_calls import ANY_PACKAGE
 
@@ -170,22 +179,122 @@ def resolved_calls(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
                    reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> Iterator[tuple[int, str, int, str]]:
     """(caller index, the call as recorded, callee file index, callee name with the call's
     signature) for every hot call that lands in another project file. A name a package's
-    `__init__.py` imports from a submodule is followed there."""
+    `__init__.py` imports from a submodule is followed there; the classes the signature
+    names are named as the callee's file sees them (`rebase`)."""
     exported = [dict(names) for names in reexports]
     for caller, calls in enumerate(hot_calls):
         for call in calls:
             qualname, paren, signature = call.partition("(")  # `pkg.ops.nms(t,-)`
-            target = index.resolve(caller, qualname)
-            for _ in range(_REEXPORT_HOPS):  # `from .utils import to_dense_batch` in __init__
-                if target is None or target[0] >= len(exported):
-                    break
-                head, _, rest = target[1].partition(".")
-                source = exported[target[0]].get(head)
-                if source is None:
-                    break
-                target = index.resolve(target[0], source + ("." + rest if rest else ""))
+            target = _target(index, exported, caller, qualname)
             if target is not None and target[0] != caller:
+                signature = rebase(signature, index, exported, caller, target[0])
                 yield caller, call, target[0], target[1] + paren + signature
+
+
+def _target(index: ProjectIndex, exported: Sequence[dict[str, str]], caller: int,
+            qualname: str) -> tuple[int, str] | None:
+    """Where `qualname`, as file `caller` names it, is defined: (file index, name there)."""
+    target = index.resolve(caller, qualname)
+    for _ in range(_REEXPORT_HOPS):  # `from .utils import to_dense_batch` in __init__
+        if target is None or target[0] >= len(exported):
+            break
+        head, _, rest = target[1].partition(".")
+        source = exported[target[0]].get(head)
+        if source is None:
+            break
+        target = index.resolve(target[0], source + ("." + rest if rest else ""))
+    return target
+
+
+# `@pkg.mod.Cls` (a class as the writing file imports it) and `%Cls` (a class of the writing
+# file) in the codes of signatures and summaries (see perflint.facts.summaries)
+_CLASS_CODE = re.compile(r"([@%])(\.*[A-Za-z_][\w.]*)")
+
+
+def rebase(code: str, index: ProjectIndex, exported: Sequence[dict[str, str]], source: int, target: int) -> str:
+    """A code written by file `source`, for file `target` to read: each class it names is
+    named by its module (`@pkg.mod.Cls`), or `%Cls` when `target` defines it; a class that
+    is not a project file's is "-"."""
+    if "@" not in code and "%" not in code:
+        return code
+
+    def swap(match: re.Match) -> str:
+        found = (source, match.group(2)) if match.group(1) == "%" \
+            else _target(index, exported, source, match.group(2))
+        if found is None or "." in found[1]:
+            return "-"
+        if found[0] == target:
+            return "%" + found[1]
+        module = index.modules[found[0]][0]
+        return f"@{module}.{found[1]}" if module else "-"
+
+    return _CLASS_CODE.sub(swap, code)
+
+
+def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound_calls: Sequence[Sequence[str]],
+                  calls: Sequence[Iterable[str]], summaries: Sequence[dict[str, str]],
+                  reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> dict[int, set[str]]:
+    """Per file index, its seeds (see perflint.facts.project_calls): the functions other
+    files call every step ("name(sig)"), pass loaders or objects to ("~name(sig)"), and the
+    summaries of the other files' functions it calls (">qualname=summary")."""
+    seeds: dict[int, set[str]] = {}
+    for _caller, _call, target, name in resolved_calls(index, hot_calls, reexports):
+        seeds.setdefault(target, set()).add(name)
+    for _caller, _call, target, name in resolved_calls(index, bound_calls, reexports):
+        if _BINDS.search(name.partition("(")[2]):  # still a loader or a project object
+            seeds.setdefault(target, set()).add(BOUND + name)
+    exported = [dict(names) for names in reexports]
+    shaped: dict[int, dict[str, list[str]]] = {}  # file -> function -> its "Name(shape)" entries
+    for caller, qualname, target in _wanted(index, exported, calls):
+        file, name = target
+        if file not in shaped:
+            shaped[file] = {}
+            for entry in summaries[file]:
+                if entry.endswith(")"):
+                    shaped[file].setdefault(entry.partition("(")[0], []).append(entry)
+        for entry in [name] + shaped[file].get(name, []):
+            summary = summaries[file].get(entry)
+            if summary:
+                summary = rebase(summary, index, exported, file, caller)
+                seeds.setdefault(caller, set()).add(f"{IMPORTED}{qualname}{entry[len(name):]}={summary}")
+    return seeds
+
+
+def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],
+            calls: Sequence[Iterable[str]]) -> Iterator[tuple[int, str, tuple[int, str]]]:
+    """(file, qualified name it calls, where that is defined) for each call of another file's
+    function whose summary is wanted: a call in code the report walks, or one whose value a
+    function returns when another file wants that function's summary (on demand, so that a
+    chain of helpers returning helpers is followed only as far as someone looks)."""
+    plain: list[list[str]] = []
+    pending: list[dict[str, list[str]]] = []
+    for names in calls:
+        plain.append([])
+        pending.append({})
+        for name in names:
+            qualname, asks, key = name.partition(ASKS_FOR)
+            if asks:
+                pending[-1].setdefault(key, []).append(qualname)
+            else:
+                plain[-1].append(qualname)
+    demanded: set[tuple[int, str]] = set()
+    work = [(caller, qualname) for caller, names in enumerate(plain) for qualname in names]
+    seen: set[tuple[int, str]] = set()
+    while work:
+        caller, qualname = work.pop()
+        if (caller, qualname) in seen:
+            continue
+        seen.add((caller, qualname))
+        target = _target(index, exported, caller, qualname)
+        if target is None or target[0] == caller:
+            continue
+        yield caller, qualname, target
+        if target not in demanded:
+            demanded.add(target)
+            work.extend((target[0], more) for more in pending[target[0]].get(target[1], ()))
+
+
+_BINDS = re.compile(r"(?:^|[,=])[L@%]")
 
 
 def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],

@@ -18,7 +18,9 @@ from .cache import Cache, Record
 from .engine import FileResult, linter_for
 from .files import Target
 from .parallel import effective_jobs, ordered_map
-from .project import ProjectIndex, hot_functions
+from .facts.project_calls import IMPORTED
+from .facts.summaries import join_summaries
+from .project import ProjectIndex, project_seeds
 from .rule import FileError
 
 # (target, its display path, its bytes when the cache already read them, the functions the
@@ -46,14 +48,17 @@ def _crash_message(reason: str) -> str:
     return f"internal error ({reason}); please report it"
 
 
-# A safety net only: seeds only grow and are finite, so the fixpoint ends long before.
+# A safety net only: seeds only grow and summaries only go up a finite lattice, so the
+# fixpoint ends long before.
 _MAX_ROUNDS = 100
 
 
 @dataclass
 class ProjectResults:
     results: list[FileResult]  # every target's, in order
-    hot: dict[int, frozenset[str]]  # per target index: its functions other files call every step
+    # per target index: its seeds (its functions other files call every step, what they pass
+    # to them, the summaries of the functions of other files it calls)
+    hot: dict[int, frozenset[str]]
     index: ProjectIndex  # which target defines which module
 
 
@@ -75,14 +80,21 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
     results = list(run_targets(targets, cwd, work_for({}, positions), jobs=jobs, cache=cache))
     hot: dict[int, frozenset[str]] = {}
     index = ProjectIndex([t.path for t in targets])
-    if not any(r.hot_calls for r in results):
+    if not any(r.hot_calls or r.bound_calls or r.calls for r in results):
         return ProjectResults(results, hot, index)
+    # What each file's functions return, joined over the rounds (a file analyzed with more
+    # seeds may say more), and every name each file was found to call.
+    summaries: list[dict[str, str]] = [{} for _ in results]
+    calls: list[set[str]] = [set() for _ in results]
+    for i, result in enumerate(results):
+        _learn(summaries[i], calls[i], result)
     for _ in range(_MAX_ROUNDS):
-        found = hot_functions(index, [r.hot_calls for r in results], [r.reexports for r in results])
-        # Seeds only grow (a name once hot stays hot), so the rounds reach a fixpoint
-        # however long the chain of helpers calling helpers across files is.
-        grown = {i: names | hot.get(i, frozenset()) for i, names in found.items()}
-        changed = sorted(i for i, names in grown.items() if names != hot.get(i, frozenset()))
+        found = project_seeds(index, [r.hot_calls for r in results], [r.bound_calls for r in results],
+                              calls, summaries, [r.reexports for r in results])
+        # Seeds only grow (a name once hot stays hot, a summary only goes up), so the rounds
+        # reach a fixpoint however long the chain of helpers calling helpers across files is.
+        grown = {i: _grow(hot.get(i, frozenset()), seeds) for i, seeds in found.items()}
+        changed = sorted(i for i, seeds in grown.items() if seeds != hot.get(i, frozenset()))
         if not changed:
             break
         hot.update({i: grown[i] for i in changed})
@@ -91,7 +103,24 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
                              seeds_of=lambda target: hot.get(positions[id(target)], frozenset()))
         for i, result in zip(changed, redone):
             results[i] = result
+            _learn(summaries[i], calls[i], result)
     return ProjectResults(results, hot, index)
+
+
+def _learn(summaries: dict[str, str], calls: set[str], result: FileResult) -> None:
+    calls.update(result.calls)
+    for entry in result.summaries:
+        name, _, summary = entry.rpartition("=")  # "f(t,mask=b)=b": codes hold no "="
+        old = summaries.get(name)
+        summaries[name] = summary if old is None else join_summaries(old, summary)
+
+
+def _grow(old: frozenset[str], found: set[str]) -> frozenset[str]:
+    """The seeds of the next round: the old ones and the new, where a summary of the same
+    function replaces the old one (it is their join: summaries only go up)."""
+    replaced = {seed.rpartition("=")[0] for seed in found if seed.startswith(IMPORTED)}
+    kept = {seed for seed in old if not (seed.startswith(IMPORTED) and seed.rpartition("=")[0] in replaced)}
+    return frozenset(kept | found)
 
 
 def run_targets(targets: Sequence[Target], cwd: Path, work: Callable[[Target, str], tuple[Any, Record | None]],

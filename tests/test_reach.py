@@ -95,51 +95,6 @@ def assert_same(project: str, found: set[Finding], expected: set[Finding], what:
 # expectation was checked against the project merged into one file: "(also in a single
 # file)" means the merged file misses it too, otherwise only the split across modules does.
 WHOLE_PROJECT_XFAIL: dict[tuple[str, str], str] = {
-    ("tv_detection", "train.py"):
-        "PFL104 on the training DataLoader (no pin_memory): engine.train_one_epoch iterates it as "
-        "`for images, targets in metric_logger.log_every(data_loader, ...)`; what a generator "
-        "wrapper (utils.MetricLogger.log_every, `for obj in iterable: yield obj`) yields is not "
-        "traced to its iterable argument, so the loader's batches are never seen moved with "
-        "`.to(device)` (also in a single file)",
-    ("tv_detection", "engine.py"):
-        "PFL105 in evaluate(): `data_loader_test` (pin_memory=True, built in train.py) is iterated "
-        "through `metric_logger.log_every(...)`; the generator wrapper's elements are not known to be "
-        "batches of that loader, so `img.to(device)` is not a copy of a pinned batch (also in a "
-        "single file)",
-    ("det2_like", "minidet/modeling/box_regression.py"):
-        "Box2BoxTransform reaches FastRCNNOutputLayers as a constructor argument "
-        "(`FastRCNNOutputLayers(1024, Box2BoxTransform(...), num_classes)` in roi_heads.py, stored as "
-        "`self.box2box_transform`); `self.box2box_transform.get_deltas(...)` in fast_rcnn.py is not "
-        "resolved through the constructor parameter (also in a single file)",
-    ("lit_classifier", "src/litcls/metrics.py"):
-        "PFL214 in multiclass_accuracy: the function is seeded hot from training_step (model.py) with "
-        "the signature (t,-); `y` from the batch crosses the module boundary as unknown, so "
-        "`target != ignore_index` is not a boolean tensor in metrics.py (reported in a single file)",
-    ("hf_distill", "distill/trainer.py"):
-        "PFL206 on `if log_utils.is_nan_or_inf(loss):` in the training_step override: the helper "
-        "returns `torch.isnan(v) or torch.isinf(v)` (a tensor), but the return value of a function "
-        "in another module is unknown (reported in a single file)",
-    ("ssl_zip", "main.py"):
-        "PFL103/PFL104 on the unlabeled DataLoader built in main.py: its batches are moved with "
-        "`.to(device)` in fixmatch/train_loop.py (`for ... in zip(labeled_loader, unlabeled_loader)`); "
-        "a loader passed to a function in another module is not followed to the loop there "
-        "(reported in a single file)",
-    ("ssl_zip", "fixmatch/train_loop.py"):
-        "PFL105 on `.to(device)` of batches of the pin_memory=True loaders built in main.py (through "
-        "zip() in train_one_epoch, plainly in evaluate): a parameter of a function called from "
-        "another module carries no loader facts (reported in a single file)",
-    ("ssl_zip", "fixmatch/consistency.py"):
-        "PFL214 in masked_consistency: `mask` comes from pseudo_labels() (this module) through "
-        "train_loop.py; the return value of a function in another module is unknown, so the "
-        "argument crosses back as '-' instead of a boolean tensor (reported in a single file)",
-    ("yolox_like", "yolox/models/assignment.py"):
-        "PFL214 x3 in get_assignments: `fg_mask = in_center_region(...)` (a function of the same "
-        "file returning `(...).all(-1).any(0)`) is not known to be a boolean tensor: function "
-        "summaries do not map parameters to return values (also in a single file)",
-    ("yolox_like", "yolox/models/box_coder.py"):
-        "PFL207 in YOLOBoxCoder.encode: called as `coder.encode(...)` on a parameter of "
-        "build_targets (targets.py), bound by YOLOXHead.get_losses (yolo_head.py) to `self.coder`; "
-        "a method call on a parameter is not resolved across modules (reported in a single file)",
 }
 
 

@@ -19,6 +19,7 @@ The facts are split by concern; each module imports only modules listed before i
   environment                         environments, their joins, annotations, narrowing
   records                             FunctionInfo, ClassInfo, LoopInfo
   hot_regions                         hot-path decisions over those records
+  summaries                           what crosses files: value codes, parameter markers
   project_calls                       the file's side of the project pass
   file_facts                          what the file defines; the state the walkers share
   frame, expressions, call_interpreter, dispatch, walker
@@ -29,13 +30,17 @@ The facts are split by concern; each module imports only modules listed before i
 
 from __future__ import annotations
 
+import ast
+
 from .call_interpreter import TENSOR_ONLY_METHODS
 from .environment import annotation_value, join_env
 from .expressions import EXPR_HANDLERS
 from .file_facts import FileFacts
 from .hot_regions import seed_reason
-from .project_calls import bind_foreign_arguments
+from .project_calls import bind_foreign_arguments, shape_binding, tensor_shape
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo
+from .values import Kind
+from .summaries import NOTHING, PLAIN, Decoder, code_of, export, function_key, informative
 from .walker import Walker
 
 
@@ -44,9 +49,52 @@ class FileAnalysis(FileFacts):
 
     # ----------------------------------------------------------------- passes
     def run(self) -> None:
+        self._bind_foreign_arguments()
         self._summaries()
         self._seed_hot_functions()
         self._report()
+        self.summaries = export(self.functions, self.cross.moves, _annotated) + self._shaped_summaries()
+
+    def _shaped_summaries(self) -> tuple[str, ...]:
+        """`Name(t,-)=(b,t)`: what a small function returns for the kinds of arguments other
+        files pass it, where its own summary does not say (`t > 0` of a parameter)."""
+        cross = self.cross
+        if not cross.hot and not cross.bound:
+            return ()
+        decoder = cross.decoder = cross.decoder or Decoder(self.classes)
+        walker: Walker | None = None
+        out = set()
+        for func in self.functions:
+            key = function_key(func)
+            if key is None:
+                continue
+            shapes = {tensor_shape(f"({s})") for s in cross.hot.get(key, []) + cross.bound.get(key, [])}
+            generic = code_of(func.result, func)
+            for shape in sorted(shapes - {""}):
+                walker = walker or Walker(self, self.module, SUMMARY)
+                result = walker._specialized(func, shape_binding(func, shape, decoder))
+                code = code_of(result, func) if result is not None else NOTHING
+                if informative(code) and code.strip(PLAIN) and code != generic:
+                    out.add(f"{key}({shape})={code}")
+        return tuple(sorted(out))
+
+    def _bind_foreign_arguments(self) -> None:
+        """What other files pass to this file's functions (every step, or once: a loader,
+        an object) binds their parameters, before the summaries: `self.coder = coder`."""
+        cross = self.cross
+        if not cross.hot and not cross.bound:
+            return
+        decoder = cross.decoder = cross.decoder or Decoder(self.classes)
+        for func in self.functions:
+            key = function_key(func)
+            if key is None:
+                continue
+            signatures = cross.hot.get(key, []) + cross.bound.get(key, [])
+            if signatures:
+                bound = cross.summary_args.setdefault(id(func), {})
+                bind_foreign_arguments(func, signatures, decoder, bound)
+                if any(value.kind is Kind.LOADER for value in bound.values()):
+                    cross.feeding.add(id(func))  # walked for the report: where its loader goes
 
     def _summaries(self) -> None:
         # Functions called at module level (`main()`, `loader = make_loader()`) are summarized
@@ -86,9 +134,8 @@ class FileAnalysis(FileFacts):
                 else:
                     func.hot_seed = func.display_name
             key = func.name if func.cls is None else f"{func.cls.name}.{func.name}"
-            if func.parent is None and key in self.hot_functions:
+            if func.parent is None and (key in self.hot_functions or key in self.cross.bound):
                 func.foreign_callers = True
-                bind_foreign_arguments(func, self.hot_functions[key])
 
     def _report(self) -> None:
         order = self._caller_first_order()
@@ -109,7 +156,10 @@ class FileAnalysis(FileFacts):
         Walker(self, func, REPORT).run()
 
     def _needs_report_walk(self, func: FunctionInfo) -> bool:
-        return func.hot or func.has_loop or self.cold_rules_enabled
+        # ... and a function handed a loader, or handing one to another file's function:
+        # where its batches go decides the loader's findings
+        return func.hot or func.has_loop or self.cold_rules_enabled or id(func) in self.cross.feeding \
+            or any(value.kind is Kind.LOADER for value in func.arg_values.values())
 
     def _caller_first_order(self) -> list[FunctionInfo]:
         """Functions ordered so that callers come before their callees (cycles broken)."""
@@ -133,6 +183,11 @@ class FileAnalysis(FileFacts):
                     order.append(func)
         order.reverse()
         return [f for f in order if f is not self.module]
+
+
+def _annotated(func: FunctionInfo):
+    node = func.node
+    return annotation_value(node.returns) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
 # The names this module had when it held the whole analysis (tests use the private ones).

@@ -14,11 +14,22 @@ import re
 from .calls import external_call_value, may_be_project_function
 from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
-from .file_facts import is_module_base
-from .hints import hint_for_name
+from .hints import hint_for_name, is_module_base
 from .hotness import is_loss_function_name, is_optimizer_step_receiver
-from .project_calls import PROJECT_CLASS, call_signature
+from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .records import SUMMARY, ClassInfo, FunctionInfo
+from .summaries import (
+    Decoder,
+    call_lookup,
+    code_of,
+    function_key,
+    instantiate,
+    param_of,
+    parameter_of,
+    made_elsewhere,
+    split_summary,
+    vague,
+)
 from .torch_api import (
     MODULE_STATE_CONSTRUCTORS,
     device_of_expr,
@@ -63,6 +74,9 @@ _MODEL_COMPUTE_METHODS = frozenset(
     extract_features denoise""".split()
 )
 
+_SPECIALIZE_DEPTH = 2  # a specialized walk may specialize the functions it calls, once
+_SPECIALIZE_LINES = 40  # "small": its body walked again costs little
+
 _TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+)?$")
 # What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
 # on the CPU from Python data.
@@ -82,6 +96,8 @@ class CallInterpreter(ExpressionInterpreter):
     # ----------------------------------------------------------------- calls
     def ev_Call(self, node: ast.Call) -> Value:
         func = node.func
+        if self.hot:
+            self.file.cross.runs_hot.add(id(self.func))
         receiver: Value | None = None
         if isinstance(func, ast.Attribute):
             receiver = self.ev(func.value)
@@ -119,7 +135,12 @@ class CallInterpreter(ExpressionInterpreter):
             return self._tensor_method(name, node, recv)
         if kind is Kind.BATCH:
             if name in ("to", "cuda", "cpu", "pin_memory", "float", "half", "bfloat16"):
-                return recv.with_device(tensor_method_device(name, node, recv, self.qualname, self.value))
+                device = tensor_method_device(name, node, recv, self.qualname, self.value)
+                if name in ("to", "cuda") and device != "cpu" and self.hot and self.reporting:
+                    param = param_of(recv.origin)  # a batch of a loader another file passes
+                    if param is not None:
+                        self.file.cross.moves.add(param)
+                return recv.with_device(device)
             if name == "items":
                 return seq_of(tuple_of((PYTHON, recv)))
             if name == "values":
@@ -178,7 +199,10 @@ class CallInterpreter(ExpressionInterpreter):
                     return seq_of(tuple_of((PYTHON, recv.elem)))
             return UNKNOWN
         if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):
-            self._note_project_method(recv, name, call_signature(node, args, kwargs), node)
+            self._note_project_method(recv, name, node, args, kwargs)
+            summarized = self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
+            if summarized is not None:
+                return summarized
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
@@ -293,18 +317,86 @@ class CallInterpreter(ExpressionInterpreter):
         if kind is Kind.UNKNOWN and callee.ref is not None and callee.ref.startswith(PROJECT_CLASS):
             # `self.matcher(quality)` runs `Matcher.__call__`; `self.block(x)` runs a module's
             # forward, hot in its file anyway: no seed (each seed re-analyzes a file)
-            if not is_module_base(callee.ref):
-                self._note_project_method(callee, "__call__", call_signature(node, args, kwargs), node)
-            return UNKNOWN
+            qualname = callee.ref[len(PROJECT_CLASS):]
+            if not is_module_base(qualname):
+                self._note_project_method(callee, "__call__", node, args, kwargs)
+            method = "forward" if is_module_base(qualname) else "__call__"
+            summarized = self._project_call(f"{qualname}.{method}", node, args, kwargs)
+            return summarized if summarized is not None else UNKNOWN
         if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name) and is_loss_function_name(node.func.id):
             return TENSOR
         return UNKNOWN
 
-    def _note_project_method(self, instance: Value, method: str, signature: str, node: ast.AST) -> None:
+    def _project_call(self, qualname: str, node: ast.Call, args: list[Value],
+                      kwargs: dict[str | None, Value]) -> Value | None:
+        """A call to what may be a function of another project file: noted (the project pass
+        answers with its summary), a call passing loaders or objects binds its parameters
+        there; what it returns by its summary (None when there is none)."""
+        cross = self.file.cross
+        # Asking for a summary costs a second analysis of this file once the answer comes:
+        # only where the answer can matter: in hot code, around it (`loader = make_loader()`
+        # before the loop over it: kept if the function turns out to run hot code), when it
+        # is handed a loader (it may move its batches), or in what a function returns, when
+        # another file asks for that function's summary ("qualname<Name", see
+        # perflint.project.project_seeds).
+        if self.mode != SUMMARY:
+            if self.hot or any(a.kind is Kind.LOADER for a in args) \
+                    or any(v.kind is Kind.LOADER for v in kwargs.values()):
+                cross.calls.add(qualname)
+            else:
+                cross.cold_calls.setdefault(id(self.func), set()).add(qualname)
+        elif isinstance(self.stmt, ast.Return) and self.specialized is None:
+            key = function_key(self.func)
+            if key is not None:
+                cross.calls.add(f"{qualname}{ASKS_FOR}{key}")
+        if not (self.hot and self.reporting) and (any(map(_binds, args)) or any(map(_binds, kwargs.values()))):
+            # a hot call binds as it seeds; objects only to constructors, which keep them
+            # (`self.box_coder = box_coder`)
+            signature = call_signature(node, args, kwargs, bound_only=True, objects=qualname.endswith(".__init__"))
+            if signature:
+                cross.bound_calls.add(qualname + signature)
+        summary = None
+        if qualname in cross.shaped:  # what it returns for these kinds of arguments
+            summary = cross.imported.get(f"{qualname}({tensor_shape(call_signature(node, args, kwargs))})")
+        summary = summary or cross.imported.get(qualname)
+        if summary is None:
+            return None
+        returns, moved = split_summary(summary)
+        passed = call_lookup(node, args, kwargs)
+        for position, name in moved:
+            loader = passed(position, name)
+            mine = parameter_of(loader, self.func) if loader is not None else None
+            key = function_key(self.func) if mine is not None else None
+            if mine is not None and key is not None:  # `def fit(loader): return loop.run(loader)`
+                cross.moves.add((key, int(mine[0]) if mine[0].isdigit() else -1, mine[1]))
+                continue
+            origin = loader.origin if loader is not None and loader.kind is Kind.LOADER else None
+            if not isinstance(origin, ast.Call):
+                continue
+            param = param_of(origin)
+            if param is not None:  # a loader passed to this file: moved on its behalf
+                cross.moves.add(param)
+            elif not made_elsewhere(origin):
+                cross.feeding.add(id(self.func))
+                if self.reporting:
+                    found = cross.fed.setdefault(node, [])
+                    if origin not in found:
+                        found.append(origin)
+        value = self._decoder().value(returns, passed)
+        return value if value.kind is not Kind.UNKNOWN or value.ref else None
+
+    def _decoder(self) -> Decoder:
+        cross = self.file.cross
+        if cross.decoder is None:
+            cross.decoder = Decoder(self.file.classes)
+        return cross.decoder
+
+    def _note_project_method(self, instance: Value, method: str, node: ast.Call, args: list[Value],
+                             kwargs: dict[str | None, Value]) -> None:
         """A method of a class from another project file, called from hot code: hot there."""
         if self.hot and self.reporting and instance.ref is not None:
             name = f"{instance.ref[len(PROJECT_CLASS):]}.{method}"
-            self._note_external_call(name + signature, name, node)
+            self._note_external_call(name + call_signature(node, args, kwargs), name, node)
 
     def _note_external_call(self, entry: str, name: str, node: ast.AST) -> None:
         """A call from hot code into another project file, and the chain that makes it hot."""
@@ -318,14 +410,20 @@ class CallInterpreter(ExpressionInterpreter):
         if qualname in ("builtins.next", "builtins.iter") and args and args[0].kind is Kind.LOADER:
             if qualname == "builtins.next":
                 self._mark_step(trains=True)  # `next(loader_iter)`: a loop over the data
-        if self.hot and self.reporting and may_be_project_function(qualname):
+        project = may_be_project_function(qualname)
+        if self.hot and self.reporting and project:
             self._note_external_call(qualname + call_signature(node, args, kwargs), qualname.lstrip("."), node)
         value = external_call_value(qualname, node, args, self.qualname)
-        if value.kind is Kind.UNKNOWN and may_be_project_function(qualname) \
-                and qualname.rsplit(".", 1)[-1][:1].isupper():
+        if value.kind is Kind.UNKNOWN and project and qualname.rsplit(".", 1)[-1][:1].isupper():
             # `ConfusionMatrix(nc)` from the user's `utils.metrics`: remember the class, so
-            # its methods called every step are hot in their own file (the project pass)
+            # its methods called every step are hot in their own file (the project pass);
+            # what its constructor is passed binds its parameters there
+            self._project_call(qualname + ".__init__", node, args, kwargs)
             return Value(Kind.UNKNOWN, ref=PROJECT_CLASS + qualname)
+        if project:
+            summarized = self._project_call(qualname, node, args, kwargs)
+            if summarized is not None:
+                return summarized
         if qualname.startswith("torch."):
             if value.kind is Kind.TENSOR:
                 if qualname.startswith("torch.Tensor.") and args:
@@ -365,8 +463,8 @@ class CallInterpreter(ExpressionInterpreter):
                     kwargs: dict[str | None, Value], bound: bool) -> Value:
         if self.mode == SUMMARY:
             self.file.ensure_summary(target)
-        binding = self._bind(target, node, args, kwargs, bound) if not self.silent else {}
-        if self.mode == SUMMARY:
+        binding = self._bind(target, node, args, kwargs, bound)
+        if self.mode == SUMMARY and not self.silent and self.specialized is None:
             target.local_calls += 1
             if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
                 target.opaque_calls = True  # `f(*args, **kwargs)` may pass anything
@@ -378,11 +476,48 @@ class CallInterpreter(ExpressionInterpreter):
             self._mark_step()  # `self.fit_batch(batch)`, `next_token(model, x)`
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
             self.loops[-1].nested_data = True
-        result = target.result
+        result = instantiate(target.result, target, lambda _position, name: binding.get(name))
+        if vague(result):
+            result = self._specialized(target, binding) or result
         if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
             annotated = annotation_value(target.node.returns)
             if annotated is not None:
                 return annotated
+        return result
+
+    def _specialized(self, target: FunctionInfo, binding: dict[str, Value]) -> Value | None:
+        """What a small function returns for this call's arguments, when its summary does not
+        say (`(offsets < r).all(-1).any(0)` of tensors is a mask; of unknowns, unknown): its
+        body walked once more per kind of arguments, leaving no trace in the records."""
+        node = target.node
+        cross = self.file.cross
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or target.has_loop \
+                or cross.specializing >= _SPECIALIZE_DEPTH or node.end_lineno - node.lineno > _SPECIALIZE_LINES:
+            return None
+        codes = tuple(sorted((name, code_of(value)) for name, value in binding.items()
+                             if value.kind in (Kind.TENSOR, Kind.BATCH)))
+        if not codes:
+            return None  # nothing the summary did not know
+        key = (id(target), codes)
+        if key in cross.specialized:
+            return cross.specialized[key]
+        if any(isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               for stmt in node.body for inner in ast.walk(stmt)):
+            cross.specialized[key] = None  # type: ignore[assignment]
+            return None  # its nested functions belong to the summary's walk
+        cross.specialized[key] = None  # type: ignore[assignment]  # recursion: the summary's answer
+        shadow = FunctionInfo(target.name, node, cls=target.cls, parent=target.parent, decorators=target.decorators)
+        shadow.summary_state = 2
+        walker = type(self)(self.file, shadow, SUMMARY)
+        walker.specialized = binding
+        walker.silent = 1
+        cross.specializing += 1
+        try:
+            walker.run()
+        finally:
+            cross.specializing -= 1
+        result = shadow.result
+        cross.specialized[key] = result  # type: ignore[assignment]
         return result
 
     def _bind(self, target: FunctionInfo, node: ast.Call, args: list[Value],
@@ -412,6 +547,11 @@ class CallInterpreter(ExpressionInterpreter):
                 self.loops[-1].train_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
+
+
+def _binds(value: Value) -> bool:
+    """A loader, or what may be an object of a project class: worth binding in a callee."""
+    return value.kind is Kind.LOADER or (value.ref is not None and value.kind in (Kind.UNKNOWN, Kind.OBJECT))
 
 
 # Calls are expressions: `ExpressionInterpreter.ev` hands them to this layer.

@@ -112,6 +112,11 @@ class RuleContext:
             return not value.on_cpu
         return value.kind is Kind.UNKNOWN and self.imports_torch
 
+    def loaders_fed_by(self, call: ast.Call) -> list[ast.Call]:
+        """The `DataLoader(...)` calls of this file whose loaders `call` hands to a function
+        of another file that moves their batches to a device every step."""
+        return self.analysis.cross.fed.get(call, [])
+
     def call_name(self, call: ast.Call) -> str | None:
         """Qualified name of a call to a module-level function (`T.nonzero` -> torch.nonzero)."""
         return self.qualname(call.func)

@@ -12,8 +12,9 @@ import ast
 from typing import Any, Callable, Protocol
 
 from .environment import Env, import_bindings
+from .hints import is_module_base
 from .hotness import CACHING_DECORATORS, COLD_METHODS, is_loss_function_name, is_test_function_name
-from .project_calls import parse_hot_function_seeds
+from .project_calls import CrossFile
 from .records import SUMMARY, ClassInfo, FunctionInfo, HotChain
 from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
 from .values import Kind, Value, join
@@ -51,12 +52,15 @@ class FileFacts:
         # `transforms/` or `transforms.py`: its classes are data transforms (run in the
         # DataLoader's workers), even when they subclass nn.Module
         self.transforms_file = transforms_file
+        # what crosses the file's boundary (the project pass), both ways: its seeds and the
+        # calls, loaders and summaries it hands to other files
+        self.cross = CrossFile(hot_functions)
         # module-level functions other files call every step (the project pass)
         # "name" or "Class.method" -> the argument kinds other files pass ("f(t,-)": see
         # `call_signature`)
-        self.hot_functions: dict[str, list[str]] = parse_hot_function_seeds(hot_functions)
+        self.hot_functions: dict[str, list[str]] = self.cross.hot
         # qualified names called from hot code that may be functions of other project files
-        self.external_hot_calls: set[str] = set()
+        self.external_hot_calls: set[str] = self.cross.hot_calls
         # each of them -> the chain that makes the call run every step (the first one seen)
         self.external_hot_call_origins: dict[str, tuple[HotChain, str | None]] = {}
         self.dispatch = dispatch or {}
@@ -245,13 +249,3 @@ def _is_data_pipeline_base(base: str) -> bool:
 
 def is_rnn_base(base: str) -> bool:
     return base.rsplit(".", 1)[-1] in ("RNNBase", "RNN", "LSTM", "GRU")
-
-
-def is_module_base(base: str) -> bool:
-    last = base.rsplit(".", 1)[-1]
-    return (
-        base in ("nn.Module", "torch.nn.Module", "Module", "LightningModule", "pl.LightningModule")
-        or last.endswith(("Module", "Model", "Layer", "Block", "Loss", "Net", "Network", "Encoder",
-                          "Decoder", "Head", "Backbone"))
-        or base.startswith(("nn.", "torch.nn."))
-    )

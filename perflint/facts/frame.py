@@ -17,6 +17,7 @@ from .environment import Env, annotation_value
 from .file_facts import FileFacts
 from .hints import hint_for_name
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, HotChain, LoopInfo
+from .summaries import PROJECT_CLASS, has_markers, instantiate, param_marker
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
 
 _CONVENTIONAL_ALIASES = {
@@ -48,6 +49,9 @@ class Frame:
         self.stmt: ast.stmt | None = None
         self.cls_scope: ClassInfo | None = None
         self.self_name: str | None = None  # a method's `self` parameter
+        # A walk for one call's arguments (see `CallInterpreter._specialized`): what the
+        # parameters hold; it leaves no trace in the records.
+        self.specialized: dict[str, Value] | None = None
         self._outer = self._outer_envs()
 
     # ----------------------------------------------------------------- set-up
@@ -73,9 +77,14 @@ class Frame:
         defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         params = list(zip(positional, defaults)) + list(zip(args.kwonlyargs, args.kw_defaults))
         func = self.func
+        # The summary pass gives a parameter nothing else knows about a marker of itself, so
+        # that what the function returns is known in terms of what its callers pass.
+        markers = self.mode == SUMMARY and self.specialized is None
+        skipped = 0
         for index, (arg, default) in enumerate(params):
             if index == 0 and func.cls is not None and arg in positional[:1]:
                 if "staticmethod" not in func.decorators:
+                    skipped = 1
                     if "classmethod" in func.decorators:
                         self.env[arg.arg] = Value(Kind.CLASS, ref=func.cls.name)
                     elif func.cls.is_autograd_function:
@@ -84,7 +93,10 @@ class Frame:
                         self.env[arg.arg] = func.cls.instance()
                         self.self_name = arg.arg
                     continue
-            self.env[arg.arg] = self._parameter_value(arg, default)
+            value = self._parameter_value(arg, default)
+            if markers and value is UNKNOWN:
+                value = param_marker(func, index - skipped if index < len(positional) else None, arg.arg)
+            self.env[arg.arg] = value
         for extra in (args.vararg, args.kwarg):
             if extra is not None:
                 self.env[extra.arg] = Value(Kind.SEQ) if extra is args.vararg else PYTHON
@@ -97,6 +109,11 @@ class Frame:
             passed = self.func.arg_values.get(name) or self.func.summary_arg_values.get(name)
             if passed is None and self._always_default(name, default):
                 return NONE if default.value is None else PYTHON  # type: ignore[union-attr]
+        elif self.specialized is not None:
+            passed = self.specialized.get(arg.arg)
+        if passed is not None and passed.kind is Kind.UNKNOWN and (passed.ref or "").startswith(PROJECT_CLASS) \
+                and hint_for_name(arg.arg, parameter=True) is None:
+            return passed  # an instance of a class of another file: its methods run there
         if annotated is not None and annotated.kind is not Kind.NONE:
             # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
             if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
@@ -104,9 +121,8 @@ class Frame:
             if passed is not None and passed.kind is annotated.kind:
                 return passed  # same kind, and what callers pass knows more (device, origin)
             return annotated
-        if self.mode == REPORT:
-            if passed is not None and passed.kind is not Kind.UNKNOWN:
-                return passed
+        if passed is not None and passed.kind is not Kind.UNKNOWN:
+            return passed
         if isinstance(default, ast.Constant) and default.value is not None:
             return PYTHON  # `local_loss=False` is a flag, whatever its name says
         hint = hint_for_name(arg.arg, parameter=True)
@@ -161,6 +177,11 @@ class Frame:
             self._set_attr(self.cls_scope, name, value)
 
     def _set_attr(self, cls: ClassInfo, name: str, value: Value) -> None:
+        if self.specialized is not None:
+            return  # a walk for one call's arguments: the class's attributes are the summary's
+        if has_markers(value):  # `self.coder = coder`: what other files pass, if they say
+            foreign = self.file.cross.summary_args.get(id(self.func), {})
+            value = instantiate(value, self.func, lambda _position, param: foreign.get(param))
         old = cls.attrs.get(name)
         cls.attrs[name] = value if old is None else join(old, value)
 
@@ -208,7 +229,9 @@ class Frame:
             ctx = self.file.context
             assert ctx is not None
             ctx._walker = self
-            hot = self.hot
+            # A call that hands a loader of this file to code of another file that moves
+            # its batches every step is where this file sees those moves.
+            hot = self.hot or node in self.file.cross.fed
             for rule in rules:
                 if hot or not self.file.hot_only.get(rule, True):
                     ctx._enter(rule, node)

@@ -94,6 +94,17 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
     return None
 
 
+def is_module_base(base: str) -> bool:
+    """Does a base class (or a class's qualified name) say it is an `nn.Module`?"""
+    last = base.rsplit(".", 1)[-1]
+    return (
+        base in ("nn.Module", "torch.nn.Module", "Module", "LightningModule", "pl.LightningModule")
+        or last.endswith(("Module", "Model", "Layer", "Block", "Loss", "Net", "Network", "Encoder",
+                          "Decoder", "Head", "Backbone"))
+        or base.startswith(("nn.", "torch.nn."))
+    )
+
+
 _LOGGER = re.compile(r"^_*(?:logger|log)$|_(?:logger|log)$|^logger_", re.I)
 LOG_LEVEL_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "fatal", "log"})
 

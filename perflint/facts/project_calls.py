@@ -3,10 +3,15 @@
 - Outwards: a call from hot code to what may be a function (or a class's method) of another
   project file is recorded in `FileAnalysis.external_hot_calls`, with a short signature of
   what it passes (`call_signature`); the project pass then analyzes that file with the
-  function seeded hot.
-- Inwards: `FileAnalysis(hot_functions=...)` receives those seeds for this file
-  (`parse_hot_function_seeds`), and what the callers pass binds the parameters
-  (`bind_foreign_arguments`).
+  function seeded hot. A call from any code that passes a loader or an object of a project
+  class is recorded too (`CrossFile.bound_calls`): it binds the callee's parameters without
+  making it hot. Every name called that may be another file's function is noted
+  (`CrossFile.calls`): the project pass answers with those functions' summaries.
+- Inwards: `FileAnalysis(hot_functions=...)` receives the seeds of this file
+  (`CrossFile`): its functions other files call every step ("name(sig)"), those other files
+  pass loaders or objects to ("~name(sig)"), and the summaries of the functions of other
+  files this file calls (">qualname=summary", see `summaries`). What the callers pass binds
+  the parameters (`bind_foreign_arguments`).
 """
 
 from __future__ import annotations
@@ -16,43 +21,80 @@ import re
 from typing import Iterable
 
 from .records import FunctionInfo
-from .values import BOOL_TENSOR, TENSOR, Kind, Value, join
+from .summaries import (
+    NOTHING,
+    PROJECT_CLASS,
+    Decoder,
+    code_of,
+    function_key,
+    join_codes,
+    parameters,
+    split_codes,
+)
+from .values import Kind, Value, join
 
-# What a call to another file passes, one code per argument: a tensor that may be on an
-# accelerator ("t"), a boolean one ("b"), one on the CPU ("c"), anything else ("-").
-_SIGNATURE_VALUES = {
-    "t": TENSOR,
-    "b": BOOL_TENSOR,
-    "c": Value(Kind.TENSOR, device="cpu"),
-}
+__all__ = ["ASKS_FOR", "BOUND", "IMPORTED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
+           "parse_hot_function_seeds", "shape_binding", "tensor_shape"]
+
+BOUND = "~"  # a seed that binds parameters only (the call does not run every step)
+IMPORTED = ">"  # a seed that is another file's summary
+# "qualname<Name" in `CrossFile.calls`: the summary of qualname is wanted only when another
+# file wants the summary of this file's Name (what Name returns is what qualname returns)
+ASKS_FOR = "<"
 
 
-def _signature_code(value: Value) -> str:
-    if value.kind is not Kind.TENSOR:
-        return "-"
-    if value.on_cpu:
-        return "c"
-    return "b" if value.dtype == "bool" else "t"
+def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value],
+                   bound_only: bool = False, objects: bool = True) -> str:
+    """`(t,-,mask=b)`: the kinds of a call's arguments (codes of `summaries`), up to the
+    first `*args`; "" when no argument is known to be anything (most calls: the seed stays
+    short). `bound_only`: only loaders and (`objects`) project objects, "" when there is
+    none: what a call that does not run every step binds in its callee."""
+    def code(value: Value) -> str:
+        found = code_of(value)
+        if bound_only and found[:1] not in (("L", "@", "%") if objects else ("L",)):
+            return NOTHING
+        return found
 
-
-def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value]) -> str:
-    """`(t,-,mask=b)`: the kinds of a call's arguments, up to the first `*args`; "" when no
-    argument is known to be a tensor (most calls: the seed stays short)."""
     codes = []
     for arg_node, value in zip(node.args, args):
         if isinstance(arg_node, ast.Starred):
             break
-        codes.append(_signature_code(value))
-    codes.extend(f"{key}={_signature_code(value)}" for key, value in kwargs.items()
-                 if key is not None and value.kind is Kind.TENSOR)
-    if all(code.endswith("-") for code in codes):
+        codes.append(code(value))
+    codes.extend(f"{key}={found}" for key, value in kwargs.items()
+                 if key is not None and (found := code(value)) != NOTHING)
+    if all(found.rpartition("=")[2] == NOTHING for found in codes):
         return ""
     return "(" + ",".join(codes) + ")"
 
 
-# `ref` of an unknown value that is an instance of a class imported from (maybe) a project
-# file: the prefix, then the class's qualified name as imported.
-PROJECT_CLASS = "@"
+_TENSOR_CODES = frozenset({"t", "b", "c", "B", "Bc"})
+
+
+def tensor_shape(signature: str) -> str:
+    """The tensor (and batch) kinds of a call signature, the rest "-": `(t,@m.C,k=b)` ->
+    "t,-,k=b" ("" when it has none). What a small function returns may depend on them."""
+    codes = []
+    for code in split_codes(signature[1:-1]) if signature.startswith("(") else []:
+        key, eq, kind = code.rpartition("=")
+        if kind in _TENSOR_CODES:
+            codes.append(key + eq + kind)
+        elif not eq:
+            codes.append(NOTHING)
+    while codes and codes[-1] == NOTHING:
+        codes.pop()
+    return ",".join(codes)
+
+
+def shape_binding(func: FunctionInfo, shape: str, decoder: Decoder) -> dict[str, Value]:
+    """The parameters of `func` bound to the kinds of `tensor_shape`."""
+    params = parameters(func)
+    binding: dict[str, Value] = {}
+    for index, code in enumerate(shape.split(",") if shape else []):
+        key, _, kind = code.rpartition("=")
+        name = key or (params[index] if index < len(params) else "")
+        if name and kind != NOTHING:
+            binding[name] = decoder.value(kind)
+    return binding
 
 
 def parse_hot_function_seeds(seeds: Iterable[str]) -> dict[str, list[str]]:
@@ -61,29 +103,89 @@ def parse_hot_function_seeds(seeds: Iterable[str]) -> dict[str, list[str]]:
     argument kinds every such call passes (see `call_signature`)."""
     hot_functions: dict[str, list[str]] = {}
     for seed in seeds:
+        if seed[:1] in (BOUND, IMPORTED):
+            continue
         name, _, signature = seed.partition("(")
         hot_functions.setdefault(name, []).append(signature.rstrip(")"))
     return hot_functions
 
 
-def bind_foreign_arguments(func: FunctionInfo, signatures: list[str]) -> None:
-    """What other files pass to `func` (tensors, masks, CPU tensors) binds its parameters
-    as a call in this file would."""
-    node = func.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return
-    params = [a.arg for a in node.args.posonlyargs + node.args.args]
-    if func.is_method and params:
-        params = params[1:]
+class CrossFile:
+    """What crosses this file's boundary, both ways."""
+
+    def __init__(self, seeds: Iterable[str]) -> None:
+        seeds = sorted(seeds)
+        self.hot: dict[str, list[str]] = parse_hot_function_seeds(seeds)
+        self.bound: dict[str, list[str]] = {}  # "name" -> signatures of calls that only bind
+        self.imported: dict[str, str] = {}  # qualified name as this file calls it -> summary
+        self.shaped: set[str] = set()  # ... of those, the ones with summaries for some argument kinds
+        for seed in seeds:
+            if seed.startswith(BOUND):
+                name, _, signature = seed[1:].partition("(")
+                self.bound.setdefault(name, []).append(signature.rstrip(")"))
+            elif seed.startswith(IMPORTED):
+                qualname, _, summary = seed[1:].rpartition("=")  # codes hold no "="
+                self.imported[qualname] = summary
+                if qualname.endswith(")"):  # what it returns for the kinds of one call's arguments
+                    self.shaped.add(qualname.partition("(")[0])
+        self.hot_calls: set[str] = set()  # `FileAnalysis.external_hot_calls`
+        self.bound_calls: set[str] = set()
+        self.calls: set[str] = set()
+        self.cold_calls: dict[int, set[str]] = {}  # id(function) -> names called in its cold code
+        self.runs_hot: set[int] = set()  # ids of the functions with code that runs every step
+        # (function key, position, name) of the parameters whose loaders' batches this file
+        # moves to a device every step
+        self.moves: set[tuple[str, int, str]] = set()
+        # calls that hand a loader made here to a function of another file that moves its
+        # batches every step -> those `DataLoader(...)` calls
+        self.fed: dict[ast.Call, list[ast.Call]] = {}
+        self.feeding: set[int] = set()  # ids of the functions making such calls
+        # objects and loaders other files pass, for the summary pass: id(function) -> name -> value
+        self.summary_args: dict[int, dict[str, Value]] = {}
+        self.specialized: dict[tuple, Value] = {}  # (id(function), argument codes) -> what it returns
+        self.specializing = 0
+        self.decoder: Decoder | None = None
+
+    def asked(self) -> tuple[str, ...]:
+        """The names whose summaries this file wants (`FileResult.calls`): called where the
+        answer may matter, or in cold code of a function that also runs hot code."""
+        names = set(self.calls)
+        for func in self.runs_hot:
+            names.update(self.cold_calls.get(func, ()))
+        return tuple(sorted(names))
+
+
+def bind_foreign_arguments(func: FunctionInfo, signatures: list[str], decoder: Decoder,
+                           summary_args: dict[str, Value] | None = None) -> None:
+    """What other files pass to `func` (tensors, masks, batches, loaders, objects) binds its
+    parameters as a call in this file would; loaders and objects are known to its summary
+    too (`summary_args`: `self.coder = coder` in `__init__`)."""
+    params = parameters(func)
+    key = function_key(func) or func.name
+    passed: dict[tuple[int, str], list[str]] = {}
     for signature in signatures:
         for index, code in enumerate(signature.split(",") if signature else []):
-            key, _, code = code.rpartition("=")
-            name = key or (params[index] if index < len(params) else None)
-            value = _SIGNATURE_VALUES.get(code)
-            if name is None or value is None:
+            name, _, code = code.rpartition("=")
+            position = index if not name else (params.index(name) if name in params else -1)
+            name = name or (params[index] if index < len(params) else "")
+            if name and code != NOTHING:
+                passed.setdefault((position, name), []).append(code)
+    for (position, name), codes in passed.items():
+        loaders = [code for code in codes if code[:1] == "L"]
+        if len(loaders) > 1:  # several loaders: one loader with what they share (pinned if one is)
+            joined = loaders[0]
+            for code in loaders[1:]:
+                joined = join_codes(joined, code)
+            codes = [code for code in codes if code[:1] != "L"] + [joined]
+        for code in codes:
+            value = decoder.value(code, param=(key, position, name))
+            if value.kind is Kind.UNKNOWN and not (value.ref or "").startswith(PROJECT_CLASS):
                 continue
             old = func.arg_values.get(name)
             func.arg_values[name] = value if old is None else join(old, value)
+            if summary_args is not None and (value.kind in (Kind.LOADER, Kind.OBJECT, Kind.UNKNOWN)):
+                old = summary_args.get(name)
+                summary_args[name] = value if old is None else join(old, value)
 
 
 # A hot call `*.message_hub.MessageHub.update_scalar`: the method of a class guessed from the

@@ -104,6 +104,11 @@ class Value:
 
 
 UNKNOWN = Value(Kind.UNKNOWN)
+# `ref` of an unknown value that stands for a parameter of the function being summarized
+# ("$<function>:<index>:<name>", see `summaries`), and of an element of one ("*$..."): what a
+# function returns or yields in terms of its parameters.
+PARAM_REF = "$"
+ELEMENT_REF = "*"
 # `ref` of the tensor a module call returns: it may be a model-output object (`out.logits`).
 MODULE_OUTPUT = "<module output>"
 _MAYBE_PYTHON = "<maybe python>"
@@ -218,6 +223,8 @@ def element_of(value: Value) -> Value:
         return MODULE
     if kind is Kind.NDARRAY:
         return NDARRAY
+    if kind is Kind.UNKNOWN and value.ref is not None and value.ref.startswith(PARAM_REF):
+        return Value(Kind.UNKNOWN, ref=ELEMENT_REF + value.ref)  # `for obj in iterable: yield obj`
     return UNKNOWN
 
 

@@ -2,7 +2,10 @@
 back to the `DataLoader(...)` call that produced it, and that call's arguments.
 
 The link is the analyzer's `Value.origin`: a loader made by `torch.utils.data.DataLoader(...)`
-in this file, and every batch it yields, remember that call.
+in this file, and every batch it yields, remember that call. A loader built in another file
+and passed here remembers a made-up call with the same facts (`made_elsewhere`): it tells
+whether the batches are pinned, but a finding about the loader itself belongs to its file,
+which sees the moves as the calls that hand the loader over (`RuleContext.loaders_fed_by`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.summaries import made_elsewhere
 from perflint.facts.values import Kind
 
 from ._moves import Move, device_move, has_star, keyword, root_name, written_after
@@ -26,16 +30,27 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
-def loader_batch_move(call: ast.Call, ctx: RuleContext) -> tuple[Move, ast.Call] | None:
+def loader_batch_move(call: ast.Call, ctx: RuleContext, *, foreign: bool = False) -> tuple[Move, ast.Call] | None:
     """(the move, the DataLoader call) when `call` moves a batch of a DataLoader made in this
-    file to a device that may be an accelerator."""
+    file (`foreign`: or in another file) to a device that may be an accelerator."""
     move = device_move(call, ctx)
     if move is None or move.method == "type_as":
         return None
     value = ctx.value(move.receiver)
     if value.kind is not Kind.BATCH or not isinstance(value.origin, ast.Call):
         return None
+    if made_elsewhere(value.origin) and not foreign:
+        return None
     return move, value.origin
+
+
+def fed_loaders(call: ast.Call, ctx: RuleContext) -> list[ast.Call]:
+    """The DataLoader calls of this file whose batches `call` moves to a device every step:
+    the loader of the batch it moves, or the loaders it hands to a function of another file
+    that moves their batches every step."""
+    found = loader_batch_move(call, ctx)
+    loaders = [found[1]] if found is not None else []
+    return loaders + [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
 
 
 def argument(loader: ast.Call, name: str) -> ast.expr | None | Unknown:
@@ -95,5 +110,5 @@ def _contains(outer: ast.AST, inner: ast.AST) -> bool:
     return o_start <= i_start <= o_end
 
 
-__all__ = ["loader_batch_move", "argument", "literal", "pins_memory", "host_copy_may_be_mutated",
+__all__ = ["loader_batch_move", "fed_loaders", "argument", "literal", "pins_memory", "host_copy_may_be_mutated",
            "UNKNOWN", "has_star"]

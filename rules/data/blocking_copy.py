@@ -196,7 +196,7 @@ class BlockingHostToDeviceCopy(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        found = loader_batch_move(node, ctx)
+        found = loader_batch_move(node, ctx, foreign=True)  # a pinned loader of another file too
         if found is None:
             return
         move, loader = found

@@ -7,7 +7,7 @@ from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._loaders import POSITIONS, UNKNOWN, argument, literal, loader_batch_move
+from ._loaders import POSITIONS, UNKNOWN, argument, fed_loaders, literal
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -177,10 +177,10 @@ class DataLoaderWithoutPinMemory(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        found = loader_batch_move(node, ctx)
-        if found is None:
-            return
-        loader = found[1]
+        for loader in fed_loaders(node, ctx):
+            self._check(loader, ctx)
+
+    def _check(self, loader: ast.Call, ctx: RuleContext) -> None:
         given = argument(loader, "pin_memory")
         pin = literal(given)
         if pin is UNKNOWN or pin is True:

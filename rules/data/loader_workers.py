@@ -5,7 +5,7 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
-from ._loaders import UNKNOWN, argument, literal, loader_batch_move
+from ._loaders import UNKNOWN, argument, fed_loaders, literal
 
 
 class DataLoaderWithoutWorkers(Rule):
@@ -175,12 +175,9 @@ class DataLoaderWithoutWorkers(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        found = loader_batch_move(node, ctx)
-        if found is None:
-            return
-        loader = found[1]
-        workers = literal(argument(loader, "num_workers"))
-        if workers is UNKNOWN:
-            return
-        if workers is None or (type(workers) is int and workers <= 0):
-            ctx.report(loader)
+        for loader in fed_loaders(node, ctx):
+            workers = literal(argument(loader, "num_workers"))
+            if workers is UNKNOWN:
+                continue
+            if workers is None or (type(workers) is int and workers <= 0):
+                ctx.report(loader)

@@ -1,0 +1,443 @@
+"""Per-function summaries that cross files, and the short codes they are written in.
+
+What crosses a module boundary is a string (it is part of cache keys): the kinds of the
+arguments a call passes (`call_signature` in `project_calls`), and what a module-level
+function or a method of a top-level class returns and does with its parameters.
+
+Value codes (one argument, or what a function returns):
+
+    t  a tensor that may be on an accelerator     b  a boolean one     c  one in host memory
+    B  a batch (a tensor or a structure of them)  Bc a batch in host memory
+    L<p><w><c>  a DataLoader: its pin_memory (T true, F false, - not given, ? not a literal),
+        num_workers (N more than 0, 0 none, - not given, ? not a literal) and collate_fn
+        (C given, - not given, ? unknown): what the data rules read of the `DataLoader(...)`
+    @pkg.mod.Cls  an instance of a class of a project file (named as the writer imports it;
+        the project pass rewrites it for the reader)
+    %Cls  an instance of a top-level class of the file that writes (or reads) the code
+    -  anything else            ?  conflicting kinds (a join): nothing is known
+
+and in what a function returns only:
+
+    (x,y)  a tuple        [x]  a list, iterator or generator of x
+    $i:name  its parameter `name`, the i-th positional one after `self` (i empty: keyword-only)
+    *$i:name  an element of that parameter (`for obj in iterable: yield obj`)
+
+A function's summary is its return code, then `!` and the parameters (`$i:name`, comma
+separated) whose loaders' batches it moves to a device in code that runs every step:
+`[*$0:iterable]` (a generator wrapper), `(t,b)`, `-!$1:labeled_loader,$2:unlabeled_loader`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from typing import Callable, Iterable
+
+from .hints import is_module_base
+from .records import ClassInfo, FunctionInfo
+from .values import (
+    BOOL_TENSOR,
+    ELEMENT_REF,
+    PARAM_REF,
+    TENSOR,
+    UNKNOWN,
+    Kind,
+    Value,
+    element_of,
+    join,
+    seq_of,
+    tuple_of,
+)
+
+PROJECT_CLASS = "@"  # `ref` prefix of an instance of a class imported from (maybe) a project file
+LOCAL_CLASS = "%"
+MOVES = "!"
+CONFLICT = "?"
+NOTHING = "-"
+_MAX_DEPTH = 2  # tuples of tuples; deeper structures are "-"
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+#            pin_memory, ...): the positions of the arguments a loader's code keeps.
+_LOADER_POSITIONS = (("pin_memory", 7), ("num_workers", 5), ("collate_fn", 6))
+_FOREIGN = "_perflint_foreign"  # on a `DataLoader(...)` node made up from a code
+_PARAM = "_perflint_param"  # ... that stands for a loader passed to a parameter: (function, index, name)
+
+Lookup = Callable[[str, str], "Value | None"]  # (position, name) of a parameter -> what a call passes
+
+
+# --------------------------------------------------------------------------- function keys
+def function_key(func: FunctionInfo) -> str | None:
+    """How other files name `func`: "name" (module level) or "Class.method" (a method of a
+    top-level class); None for nested functions."""
+    if func.parent is not None:
+        return None
+    if func.cls is None:
+        return func.name
+    return f"{func.cls.name}.{func.name}" if func.cls.top_level else None
+
+
+def parameters(func: FunctionInfo) -> list[str]:
+    """The positional parameters a call's arguments bind, in order (after `self`)."""
+    node = func.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    params = [a.arg for a in node.args.posonlyargs + node.args.args]
+    return params[1:] if func.is_method and params else params
+
+
+# --------------------------------------------------------------------------- parameter markers
+def param_marker(func: FunctionInfo, position: int | None, name: str) -> Value:
+    """What a parameter holds while its function is summarized, when nothing else is known:
+    an unknown value that remembers which parameter it is."""
+    return Value(Kind.UNKNOWN, ref=f"{PARAM_REF}{id(func)}:{'' if position is None else position}:{name}")
+
+
+def _marker(value: Value) -> tuple[bool, str, str, str] | None:
+    """(an element of it?, owner, position, name) of a parameter marker."""
+    ref = value.ref
+    if value.kind is not Kind.UNKNOWN or not ref or ref[0] not in (PARAM_REF, ELEMENT_REF):
+        return None
+    element = ref[0] == ELEMENT_REF
+    body = ref[2:] if element else ref[1:]
+    owner, _, rest = body.partition(":")
+    position, _, name = rest.partition(":")
+    return element, owner, position, name
+
+
+def parameter_of(value: Value, func: FunctionInfo) -> tuple[str, str] | None:
+    """(position, name) when `value` is the marker of a parameter of `func` itself."""
+    found = _marker(value)
+    if found is None or found[0] or found[1] != str(id(func)):
+        return None
+    return found[2], found[3]
+
+
+def has_markers(value: Value, depth: int = 0) -> bool:
+    if _marker(value) is not None:
+        return True
+    if depth > _MAX_DEPTH:
+        return False
+    if value.elem is not None and has_markers(value.elem, depth + 1):
+        return True
+    return value.items is not None and any(has_markers(v, depth + 1) for v in value.items)
+
+
+def instantiate(value: Value, owner: FunctionInfo, passed: Lookup, depth: int = 0) -> Value:
+    """`value` (what `owner` returns, in terms of its parameters) for one call: each marker of
+    `owner`'s parameters replaced by what the call passes (unknown when it passes nothing)."""
+    found = _marker(value)
+    if found is not None:
+        element, key, position, name = found
+        if key != str(id(owner)):
+            return value
+        argument = passed(position, name)
+        if argument is None:
+            return UNKNOWN
+        return element_of(argument) if element else argument
+    if depth > _MAX_DEPTH or (value.elem is None and value.items is None):
+        return value
+    if value.kind is Kind.SEQ and value.items is None and value.elem is not None:
+        inner = _marker(value.elem)
+        if inner is not None and inner[0] and inner[1] == str(id(owner)):
+            argument = passed(inner[2], inner[3])
+            if argument is not None and argument.kind is Kind.LOADER:
+                return argument  # a generator re-yielding a loader's batches: the same iteration
+    elem = instantiate(value.elem, owner, passed, depth + 1) if value.elem is not None else None
+    items = tuple(instantiate(v, owner, passed, depth + 1) for v in value.items) if value.items is not None else None
+    if items is not None and value.kind is Kind.SEQ:
+        return tuple_of(items)
+    return replace(value, elem=elem, items=items)
+
+
+def vague(value: Value) -> bool:
+    """Is what a call returns unknown, in whole or in a part a caller unpacks?"""
+    if value.kind is Kind.UNKNOWN:
+        return True
+    return value.kind is Kind.SEQ and value.items is not None and any(v.kind is Kind.UNKNOWN for v in value.items)
+
+
+def call_lookup(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value]) -> Lookup:
+    """What a call passes for a parameter, by position (up to a `*args`) or by name."""
+    positional = []
+    for arg_node, value in zip(node.args, args):
+        if isinstance(arg_node, ast.Starred):
+            break
+        positional.append(value)
+
+    def passed(position: str, name: str) -> Value | None:
+        if position.isdigit() and int(position) < len(positional):
+            return positional[int(position)]
+        return kwargs.get(name)
+
+    return passed
+
+
+# --------------------------------------------------------------------------- loaders
+def loader_facts(call: object) -> str:
+    """The three characters of a loader's code, from its `DataLoader(...)` call."""
+    if not isinstance(call, ast.Call):
+        return ""
+    out = []
+    for name, position in _LOADER_POSITIONS:
+        given = _loader_argument(call, name, position)
+        if given is None:
+            out.append(NOTHING)
+        elif name == "collate_fn":
+            out.append(NOTHING if isinstance(given, ast.Constant) and given.value is None else "C")
+        elif not isinstance(given, ast.Constant):
+            out.append(CONFLICT)
+        elif name == "pin_memory":
+            out.append("T" if given.value else "F")
+        else:
+            value = given.value
+            out.append("N" if type(value) is int and value > 0 else "0" if type(value) is int else CONFLICT)
+    return "".join(out)
+
+
+def _loader_argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
+    """The expression passed for `name` (None: not given); a name for one a `*args` or
+    `**kwargs` may hold."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    starred = next((i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)), None)
+    if starred is not None and starred <= position:
+        return ast.Name(id="_")  # a `*args` may hold it: not a literal
+    if len(call.args) > position:
+        return call.args[position]
+    if any(kw.arg is None for kw in call.keywords):
+        return ast.Name(id="_")  # `**kwargs` may hold it
+    return None
+
+
+def made_elsewhere(node: object) -> bool:
+    """Is this `DataLoader(...)` call made up from a code (the loader was built in another
+    file): it has no place in this file to report on."""
+    return bool(getattr(node, _FOREIGN, False))
+
+
+def param_of(node: object) -> tuple[str, int, str] | None:
+    """(function key, position, name) of the parameter a foreign loader was passed to."""
+    return getattr(node, _PARAM, None)
+
+
+def _made_up_loader(facts: str, param: tuple[str, int, str] | None) -> ast.Call:
+    keywords = []
+    literals = {"T": True, "F": False, "N": 1, "0": 0}
+    for (name, _position), char in zip(_LOADER_POSITIONS, facts):
+        if char == NOTHING:
+            continue
+        if name == "collate_fn" and char == "C":
+            value: ast.expr = ast.Name(id="collate_fn", ctx=ast.Load())
+        elif char in literals and (name != "num_workers") == (char in "TF"):
+            value = ast.Constant(value=literals[char])
+        else:
+            value = ast.Name(id="_", ctx=ast.Load())
+        keywords.append(ast.keyword(arg=name, value=value))
+    node = ast.Call(func=ast.Name(id="DataLoader", ctx=ast.Load()), args=[], keywords=keywords)
+    setattr(node, _FOREIGN, True)
+    if param is not None:
+        setattr(node, _PARAM, param)
+    return node
+
+
+def loader_value(facts: str, memo: dict, param: tuple[str, int, str] | None = None) -> Value:
+    """A loader built in another file: iterating it yields its batches (in host memory, as
+    every DataLoader's), and both remember a made-up `DataLoader(...)` call with its facts."""
+    key = (facts, param)
+    value = memo.get(key)
+    if value is None:
+        node = _made_up_loader(facts, param)
+        batch = Value(Kind.BATCH, data=True, device="cpu", origin=node)
+        value = memo[key] = Value(Kind.LOADER, elem=batch, origin=node)
+    return value
+
+
+# --------------------------------------------------------------------------- encoding
+def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> str:
+    """The code of `value`; `owner`: the function whose parameters' markers may be written
+    (what it returns), None for the argument of a call (flat codes only)."""
+    kind = value.kind
+    if kind is Kind.TENSOR:
+        return "c" if value.on_cpu else "b" if value.dtype == "bool" else "t"
+    if kind is Kind.BATCH:
+        return "Bc" if value.on_cpu else "B"
+    if kind is Kind.LOADER:
+        facts = loader_facts(value.origin)
+        return "L" + facts if facts else NOTHING
+    if kind is Kind.UNKNOWN:
+        ref = value.ref or ""
+        if ref.startswith(PROJECT_CLASS):
+            # a module passes as what its name says (calling it runs the model), not as an object
+            return NOTHING if is_module_base(ref[1:]) else ref
+        found = _marker(value) if owner is not None else None
+        if found is not None and found[1] == str(id(owner)):
+            return ("*" if found[0] else "") + f"${found[2]}:{found[3]}"
+        return NOTHING
+    if kind is Kind.OBJECT and value.ref and value.ref.isidentifier():
+        return LOCAL_CLASS + value.ref  # an instance of a class of this file (not a module)
+    if kind is Kind.SEQ and owner is not None and depth < _MAX_DEPTH:
+        if value.items is not None and 1 < len(value.items) <= 8:
+            codes = [code_of(v, owner, depth + 1) for v in value.items]
+            if any(informative(c) for c in codes):
+                return "(" + ",".join(codes) + ")"
+        elif value.items is None and value.elem is not None:
+            inner = code_of(value.elem, owner, depth + 1)
+            if informative(inner):
+                return "[" + inner + "]"
+    return NOTHING
+
+
+def informative(code: str) -> bool:
+    return code not in (NOTHING, CONFLICT, "", "[-]")
+
+
+def split_summary(summary: str) -> tuple[str, list[tuple[str, str]]]:
+    """(return code, [(position, name) of each parameter whose batches it moves])."""
+    returns, _, moved = summary.partition(MOVES)
+    params = []
+    for token in moved.split(",") if moved else []:
+        position, _, name = token[1:].partition(":")
+        params.append((position, name))
+    return returns, params
+
+
+def split_codes(text: str) -> list[str]:
+    """`t,(t,b),-` -> ["t", "(t,b)", "-"]: the top-level codes of a list."""
+    out, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+# --------------------------------------------------------------------------- decoding
+class Decoder:
+    """Values of codes, in the file that reads them."""
+
+    def __init__(self, classes: dict[str, ClassInfo]) -> None:
+        self.classes = classes
+        self.loaders: dict = {}
+
+    def value(self, code: str, passed: Lookup | None = None,
+              param: tuple[str, int, str] | None = None) -> Value:
+        """The value of `code`; `passed` gives what a call passes for a parameter (`$i:name`),
+        `param`: the parameter the value is bound to (a loader remembers it)."""
+        if not code:
+            return UNKNOWN
+        head = code[0]
+        if code == "t":
+            return TENSOR
+        if code == "b":
+            return BOOL_TENSOR
+        if code == "c":
+            return Value(Kind.TENSOR, device="cpu")
+        if code == "B":
+            return Value(Kind.BATCH)
+        if code == "Bc":
+            return Value(Kind.BATCH, device="cpu")
+        if head == "L" and len(code) == 4:
+            return loader_value(code[1:], self.loaders, param)
+        if head == PROJECT_CLASS and len(code) > 1:
+            return Value(Kind.UNKNOWN, ref=code)
+        if head == LOCAL_CLASS:
+            cls = self.classes.get(code[1:])
+            return cls.instance() if cls is not None and cls.top_level else UNKNOWN
+        if head == "(" and code.endswith(")"):
+            return tuple_of(tuple(self.value(c, passed) for c in split_codes(code[1:-1])))
+        if head == "[" and code.endswith("]"):
+            inner = code[1:-1]
+            if inner.startswith("*$") and passed is not None:
+                position, _, name = inner[2:].partition(":")
+                argument = passed(position, name)
+                if argument is not None and argument.kind is Kind.LOADER:
+                    return argument  # re-yields a loader's batches: the same iteration
+            return seq_of(self.value(inner, passed))
+        if head in "$*" and passed is not None:
+            element = head == "*"
+            position, _, name = code[2 if element else 1:].partition(":")
+            argument = passed(position, name)
+            if argument is None:
+                return UNKNOWN
+            return element_of(argument) if element else argument
+        return UNKNOWN
+
+
+# --------------------------------------------------------------------------- joins
+def join_codes(a: str, b: str) -> str:
+    """The least code above both (the project pass joins what each round found)."""
+    if a == b or not b or b == NOTHING:
+        return a
+    if not a or a == NOTHING:
+        return b
+    if CONFLICT in (a, b):
+        return CONFLICT
+    tensors = {"t", "b", "c"}
+    if a in tensors and b in tensors:
+        return "t"
+    if {a, b} == {"B", "Bc"}:
+        return "B"
+    if a[0] == "L" and b[0] == "L" and len(a) == len(b) == 4:
+        # pinned if either is: a copy of its batches without non_blocking blocks for that one
+        pin = "T" if "T" in (a[1], b[1]) else a[1] if a[1] == b[1] else CONFLICT
+        return "L" + pin + "".join(x if x == y else CONFLICT for x, y in zip(a[2:], b[2:]))
+    if a[0] == b[0] == "(" and a[-1] == b[-1] == ")":
+        left, right = split_codes(a[1:-1]), split_codes(b[1:-1])
+        if len(left) == len(right):
+            return "(" + ",".join(join_codes(x, y) for x, y in zip(left, right)) + ")"
+    if a[0] == b[0] == "[" and a[-1] == b[-1] == "]":
+        return "[" + join_codes(a[1:-1], b[1:-1]) + "]"
+    return CONFLICT
+
+
+def join_summaries(a: str, b: str) -> str:
+    if a == b:
+        return a
+    returns_a, _, moved_a = a.partition(MOVES)
+    returns_b, _, moved_b = b.partition(MOVES)
+    moved = sorted(set(filter(None, moved_a.split(","))) | set(filter(None, moved_b.split(","))))
+    returns = join_codes(returns_a, returns_b)
+    return returns + (MOVES + ",".join(moved) if moved else "")
+
+
+# A summary that only says "tensors" (`t`, `(t,t)`, `[t]`) is not exported: most callers
+# already treat an unknown value in torch code as a possible tensor, and the answer would cost
+# a second analysis of every file calling a helper from hot code (measured on torchvision and
+# pyro: +12% cold time, no finding more). Masks, host tensors, batches, loaders, objects and
+# parameters are worth it.
+PLAIN = "t()[],-?"
+
+
+def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
+           annotated: Callable[[FunctionInfo], Value | None]) -> tuple[str, ...]:
+    """`Name=summary` for each function of the file other files may call, when there is
+    something to say (`annotated`: the value a function's return annotation gives)."""
+    moved: dict[str, list[str]] = {}
+    for key, position, name in sorted(moves):
+        moved.setdefault(key, []).append(f"${position}:{name}")
+    out = []
+    for func in functions:
+        key = function_key(func)
+        if key is None:
+            continue
+        result = func.result
+        if result.kind in (Kind.UNKNOWN, Kind.NONE) and not has_markers(result) \
+                and not (result.ref or "").startswith(PROJECT_CLASS):
+            result = annotated(func) or result
+        returns = code_of(result, func)
+        if not informative(returns) or not returns.strip(PLAIN):
+            returns = NOTHING
+        if returns == NOTHING and key not in moved:
+            continue
+        out.append(f"{key}={returns}" + (MOVES + ",".join(moved[key]) if key in moved else ""))
+    return tuple(sorted(set(out)))
+
+
+__all__ = ["Decoder", "PROJECT_CLASS", "code_of", "export", "instantiate", "join", "join_codes",
+           "join_summaries", "made_elsewhere", "param_marker", "split_summary"]
