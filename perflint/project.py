@@ -92,6 +92,11 @@ class ProjectIndex:
         self._by_name: dict[str, list[int]] = {}
         self._roots: dict[int, list[str]] = {}  # the roots of a file's namespace-package names
         self._by_last_name: dict[str, list[int]] = {}  # `message_hub` -> `pkg.logging.message_hub`
+        # (file, name as it calls it) -> where that is defined: the rounds of the project
+        # pass resolve the same names again and again
+        self.targets: dict[tuple[int, str], tuple[int, str] | None] = {}
+        self.rebased: dict[tuple[str, int, int], str] = {}
+        self._exports: tuple[list[dict[str, str]], list] = ([], [])
         packages: dict[str, tuple[tuple[str, ...], str]] = {}
         for index, path in enumerate(paths):
             if path.suffix not in (".py", ".pyi"):
@@ -107,6 +112,13 @@ class ProjectIndex:
                 for longer, longer_root in _namespace_names(name, root):
                     self._by_name.setdefault(longer, []).append(index)
                     self._roots.setdefault(index, []).append(longer_root)
+
+    def exports(self, reexports: Sequence[Sequence[tuple[str, str]]]) -> list[dict[str, str]]:
+        """Per file, what its `__init__.py` re-exports (name -> where from), as dicts."""
+        known = self._exports[1]
+        if len(known) != len(reexports) or any(a is not b for a, b in zip(known, reexports)):
+            self._exports = ([dict(names) for names in reexports], list(reexports))
+        return self._exports[0]
 
     def _absolute(self, caller: int, qualname: str) -> str | None:
         if not qualname.startswith("."):
@@ -181,7 +193,7 @@ def resolved_calls(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
     signature) for every hot call that lands in another project file. A name a package's
     `__init__.py` imports from a submodule is followed there; the classes the signature
     names are named as the callee's file sees them (`rebase`)."""
-    exported = [dict(names) for names in reexports]
+    exported = index.exports(reexports)
     for caller, calls in enumerate(hot_calls):
         for call in calls:
             qualname, paren, signature = call.partition("(")  # `pkg.ops.nms(t,-)`
@@ -194,6 +206,15 @@ def resolved_calls(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
 def _target(index: ProjectIndex, exported: Sequence[dict[str, str]], caller: int,
             qualname: str) -> tuple[int, str] | None:
     """Where `qualname`, as file `caller` names it, is defined: (file index, name there)."""
+    key = (caller, qualname)
+    if key in index.targets:
+        return index.targets[key]
+    target = index.targets[key] = _follow(index, exported, caller, qualname)
+    return target
+
+
+def _follow(index: ProjectIndex, exported: Sequence[dict[str, str]], caller: int,
+            qualname: str) -> tuple[int, str] | None:
     target = index.resolve(caller, qualname)
     for _ in range(_REEXPORT_HOPS):  # `from .utils import to_dense_batch` in __init__
         if target is None or target[0] >= len(exported):
@@ -217,6 +238,9 @@ def rebase(code: str, index: ProjectIndex, exported: Sequence[dict[str, str]], s
     is not a project file's is "-"."""
     if "@" not in code and "%" not in code:
         return code
+    key = (code, source, target)
+    if key in index.rebased:
+        return index.rebased[key]
 
     def swap(match: re.Match) -> str:
         found = (source, match.group(2)) if match.group(1) == "%" \
@@ -228,7 +252,8 @@ def rebase(code: str, index: ProjectIndex, exported: Sequence[dict[str, str]], s
         module = index.modules[found[0]][0]
         return f"@{module}.{found[1]}" if module else "-"
 
-    return _CLASS_CODE.sub(swap, code)
+    index.rebased[key] = _CLASS_CODE.sub(swap, code)
+    return index.rebased[key]
 
 
 def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound_calls: Sequence[Sequence[str]],
@@ -243,7 +268,7 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
     for _caller, _call, target, name in resolved_calls(index, bound_calls, reexports):
         if _BINDS.search(name.partition("(")[2]):  # still a loader or a project object
             seeds.setdefault(target, set()).add(BOUND + name)
-    exported = [dict(names) for names in reexports]
+    exported = index.exports(reexports)
     shaped: dict[int, dict[str, list[str]]] = {}  # file -> function -> its "Name(shape)" entries
     for caller, qualname, target in _wanted(index, exported, calls):
         file, name = target

@@ -39,8 +39,8 @@ from .file_facts import FileFacts
 from .hot_regions import seed_reason
 from .project_calls import bind_foreign_arguments, shape_binding, tensor_shape
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo
-from .values import Kind
 from .summaries import NOTHING, PLAIN, Decoder, code_of, export, function_key, informative
+from .values import Kind
 from .walker import Walker
 
 

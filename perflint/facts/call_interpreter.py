@@ -509,7 +509,8 @@ class CallInterpreter(ExpressionInterpreter):
         shadow = FunctionInfo(target.name, node, cls=target.cls, parent=target.parent, decorators=target.decorators)
         shadow.summary_state = 2
         walker = type(self)(self.file, shadow, SUMMARY)
-        walker.specialized = binding
+        # the arguments the key names; the others as the summary has them
+        walker.specialized = {name: value for name, value in binding.items() if value.kind in (Kind.TENSOR, Kind.BATCH)}
         walker.silent = 1
         cross.specializing += 1
         try:

@@ -44,7 +44,6 @@ from .values import (
     Kind,
     Value,
     element_of,
-    join,
     seq_of,
     tuple_of,
 )
@@ -439,5 +438,6 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
     return tuple(sorted(set(out)))
 
 
-__all__ = ["Decoder", "PROJECT_CLASS", "code_of", "export", "instantiate", "join", "join_codes",
-           "join_summaries", "made_elsewhere", "param_marker", "split_summary"]
+__all__ = ["Decoder", "PLAIN", "PROJECT_CLASS", "call_lookup", "code_of", "export", "function_key", "has_markers",
+           "informative", "instantiate", "join_codes", "join_summaries", "made_elsewhere", "param_marker", "param_of",
+           "parameter_of", "parameters", "split_codes", "split_summary", "vague"]
