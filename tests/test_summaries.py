@@ -307,6 +307,56 @@ def test_a_generator_wrapper_of_another_module_yields_the_batches_of_its_argumen
     }, monkeypatch)
 
 
+def test_loader_wrappers_named_like_loaders(tmp_path, monkeypatch):
+    """`cycle(loader)` re-yields the loader's batches (copied in train.py: its loader is
+    reported there); `prefetch(loader, device)` copies them itself and yields batches on the
+    device (its loader is reported too, and `if x.sum() > 0` on one is a sync). Twin: a
+    wrapper that yields the batches' sizes."""
+    check_project(tmp_path, {
+        "data.py": """
+            def cycle(loader):
+                while True:
+                    for batch in loader:
+                        yield batch
+
+            def prefetch(loader, device):
+                for x, y in loader:
+                    yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+            def sizes(loader):
+                for x, _ in loader:
+                    yield len(x)
+        """,
+        "train.py": """
+            import torch
+            from torch.utils.data import DataLoader
+
+            from data import cycle, prefetch, sizes
+
+            def train(ds, model, opt, device, steps):
+                loader = DataLoader(ds, batch_size=8, num_workers=2)  # expect: PFL104
+                batches = cycle(loader)
+                for step in range(steps):
+                    x, y = next(batches)
+                    x = x.to(device)
+                    model(x, y).backward()
+                    opt.step()
+
+            def train_prefetched(ds, model, opt, device):
+                loader = DataLoader(ds, batch_size=8, num_workers=2)  # expect: PFL104
+                for x, y in prefetch(loader, device):
+                    model(x, y).backward()
+                    if x.sum() > 0:  # expect: PFL206
+                        opt.step()
+
+            def count(ds, device):
+                loader = DataLoader(ds, batch_size=8, num_workers=2)
+                for n in sizes(loader):
+                    print(torch.tensor(n).to(device))
+        """,
+    }, monkeypatch)
+
+
 def test_a_generator_wrapper_and_a_mask_helper_of_the_same_file(tmp_path, monkeypatch):
     """Same file: the wrapper yields its argument's batches; a helper returning
     `(...).all(-1).any(0)` of its tensor arguments is a mask at the call (its summary alone

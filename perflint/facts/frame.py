@@ -17,7 +17,7 @@ from .environment import Env, annotation_value
 from .file_facts import FileFacts
 from .hints import hint_for_name
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, HotChain, LoopInfo
-from .summaries import PROJECT_CLASS, has_markers, instantiate, param_marker
+from .summaries import PROJECT_CLASS, has_markers, instantiate, loader_marker, param_marker
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
 
 _CONVENTIONAL_ALIASES = {
@@ -94,8 +94,10 @@ class Frame:
                         self.self_name = arg.arg
                     continue
             value = self._parameter_value(arg, default)
-            if markers and value is UNKNOWN:
-                value = param_marker(func, index - skipped if index < len(positional) else None, arg.arg)
+            if markers and (value is UNKNOWN or (value.kind is Kind.LOADER and value.origin is None and not value.ref)):
+                position = index - skipped if index < len(positional) else None
+                make = param_marker if value is UNKNOWN else loader_marker
+                value = make(func, position, arg.arg)
             self.env[arg.arg] = value
         for extra in (args.vararg, args.kwarg):
             if extra is not None:

@@ -91,10 +91,21 @@ def param_marker(func: FunctionInfo, position: int | None, name: str) -> Value:
     return Value(Kind.UNKNOWN, ref=f"{PARAM_REF}{id(func)}:{'' if position is None else position}:{name}")
 
 
+def loader_marker(func: FunctionInfo, position: int | None, name: str) -> Value:
+    """What a parameter named like a loader (`loader`, `train_dl`) holds while its function
+    is summarized: a loader (its batches, in host memory) that remembers which parameter it
+    is, and whose batches remember it too (`for batch in loader: yield batch`)."""
+    ref = param_marker(func, position, name).ref
+    return Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True, device="cpu", ref=ELEMENT_REF + ref), ref=ref)
+
+
+_MARKED = (Kind.UNKNOWN, Kind.LOADER, Kind.BATCH)
+
+
 def _marker(value: Value) -> tuple[bool, str, str, str] | None:
     """(an element of it?, owner, position, name) of a parameter marker."""
     ref = value.ref
-    if value.kind is not Kind.UNKNOWN or not ref or ref[0] not in (PARAM_REF, ELEMENT_REF):
+    if not ref or ref[0] not in (PARAM_REF, ELEMENT_REF) or value.kind not in _MARKED:
         return None
     element = ref[0] == ELEMENT_REF
     body = ref[2:] if element else ref[1:]
@@ -130,8 +141,8 @@ def instantiate(value: Value, owner: FunctionInfo, passed: Lookup, depth: int = 
         if key != str(id(owner)):
             return value
         argument = passed(position, name)
-        if argument is None:
-            return UNKNOWN
+        if argument is None:  # what the parameter's name says, or nothing
+            return UNKNOWN if value.kind is Kind.UNKNOWN else _unmarked(value)
         return element_of(argument) if element else argument
     if depth > _MAX_DEPTH or (value.elem is None and value.items is None):
         return value
@@ -146,6 +157,11 @@ def instantiate(value: Value, owner: FunctionInfo, passed: Lookup, depth: int = 
     if items is not None and value.kind is Kind.SEQ:
         return tuple_of(items)
     return replace(value, elem=elem, items=items)
+
+
+def _unmarked(value: Value) -> Value:
+    elem = _unmarked(value.elem) if value.elem is not None and value.elem.ref else value.elem
+    return replace(value, ref=None, elem=elem)
 
 
 def vague(value: Value) -> bool:
@@ -256,6 +272,10 @@ def loader_value(facts: str, memo: dict, param: tuple[str, int, str] | None = No
 def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> str:
     """The code of `value`; `owner`: the function whose parameters' markers may be written
     (what it returns), None for the argument of a call (flat codes only)."""
+    if owner is not None and value.ref is not None:
+        found = _marker(value)
+        if found is not None and found[1] == str(id(owner)):
+            return ("*" if found[0] else "") + f"${found[2]}:{found[3]}"
     kind = value.kind
     if kind is Kind.TENSOR:
         return "c" if value.on_cpu else "b" if value.dtype == "bool" else "t"
@@ -269,9 +289,6 @@ def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> 
         if ref.startswith(PROJECT_CLASS):
             # a module passes as what its name says (calling it runs the model), not as an object
             return NOTHING if is_module_base(ref[1:]) else ref
-        found = _marker(value) if owner is not None else None
-        if found is not None and found[1] == str(id(owner)):
-            return ("*" if found[0] else "") + f"${found[2]}:{found[3]}"
         return NOTHING
     if kind is Kind.OBJECT and value.ref and value.ref.isidentifier():
         return LOCAL_CLASS + value.ref  # an instance of a class of this file (not a module)

@@ -100,6 +100,8 @@ class Value:
     def with_device(self, device: str | None) -> Value:
         if device == self.device:
             return self
+        if self.kind is Kind.BATCH and self.ref is not None:  # moved: no longer the batch a marker names
+            return replace(self, device=device, ref=None)
         return replace(self, device=device)
 
 
