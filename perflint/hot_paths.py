@@ -28,9 +28,7 @@ _MAX_DEPTH = 32  # cycles are cut by the visited set; this bounds pathological c
 def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: ProjectIndex) -> None:
     """Complete the chains of the findings of the `named` results, in place."""
     if not any(SEED_KEY in d.extra for i in named for d in results[i].diagnostics):
-        for i in named:
-            _drop_seed_keys(results[i])
-        return
+        return  # every chain starts in its own file
     callers: dict[tuple[int, str], tuple[str, int, str]] = {}
     calls = [r.hot_calls for r in results]
     reexports = [r.reexports for r in results]
@@ -49,9 +47,8 @@ def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: Pro
         if found is None or key in visiting or len(visiting) > _MAX_DEPTH:
             return []
         _path, caller, call = found
-        steps, caller_seed = dict(
-            (entry, (list(path), seed_of)) for entry, path, seed_of in results[caller].hot_call_origins
-        ).get(call, ([], None))
+        steps, caller_seed = next(((list(path), seed_of) for entry, path, seed_of
+                                   in results[caller].hot_call_origins if entry == call), ([], None))
         prefix = chain_to(caller, caller_seed, visiting | {key}) if caller_seed else []
         memo[key] = prefix + steps
         return memo[key]
@@ -69,10 +66,3 @@ def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: Pro
             completed.append(replace(d, extra=extra))
         result.diagnostics = completed
 
-
-def _drop_seed_keys(result: FileResult) -> None:
-    if any(SEED_KEY in d.extra for d in result.diagnostics):
-        result.diagnostics = [
-            replace(d, extra={k: v for k, v in d.extra.items() if k != SEED_KEY}) if SEED_KEY in d.extra else d
-            for d in result.diagnostics
-        ]
