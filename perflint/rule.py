@@ -83,7 +83,10 @@ class Benchmark:
     - `claim`: "syncs" (the good form must perform fewer host-device syncs: checked on a CPU
       by the sync probe and on CUDA by `set_sync_debug_mode` and the profiler) or "time" (the
       cost is not a sync, e.g. extra kernels or allocator traffic: only GPU timing checks it).
-    - `steps`: steps per timed repeat on CUDA (at least 50).
+    - `steps`: steps per timed repeat on CUDA (at least 50, unless `sweep` is False).
+    - `sweep=False`: a step is a whole epoch of a loader, whose cost does not depend on GPU
+      work queued before it: timed once with no GPU work, `steps` epochs per repeat (sweeping
+      the queued work would say nothing and cost minutes).
     """
 
     setup: str
@@ -96,6 +99,7 @@ class Benchmark:
     extra: dict[str, str] = field(default_factory=dict)
     size: int = 1024  # the value of `size` in GPU timing
     claim: str = "syncs"  # "syncs" or "time"
+    sweep: bool = True
     rtol: float = 1e-5  # for compare="close"
     atol: float = 1e-6
 

@@ -47,7 +47,8 @@ CPU_TIMING_NOTE = ("CPU run: no speed is measured on a CPU (there is no device t
                    "these timings only exercise the harness")
 DEFAULT_RATIOS = (0.1, 0.3, 1.0, 3.0, 10.0)
 WORK_DIMS = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
-SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+# cudaFree waits for the whole device before it returns memory (an implicit synchronize).
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaFree")
 
 
 def now_utc() -> str:
@@ -242,7 +243,10 @@ def bench_on_device(rule: type[Rule], device: torch.device | str, *, size: int |
         raise ValueError(f"{rule.code} has no benchmark pair")
     device = torch.device(device)
     size = benchmark.size if size is None else size
-    steps = max(benchmark.steps, MIN_STEPS) if steps is None else steps
+    if not benchmark.sweep:
+        steps, warmup = benchmark.steps, 1
+    elif steps is None:
+        steps = max(benchmark.steps, MIN_STEPS)
     with _cpu_stand_in(device):
         return _bench_on_device(rule, device, size, repeats, steps, ratios, warmup, seed, dims)
 
@@ -288,14 +292,18 @@ def _bench_on_device(rule: type[Rule], device: torch.device, size: int, repeats:
 
     # T_cpu: host time per step of the good form with no GPU work queued.
     t_cpu = time_block(good, steps, synchronize)
-    points = []
-    for ratio, dim, t_gpu in calibrate(device, t_cpu, ratios, dims):
-        work[0] = MatmulWork(device, dim)
-        timing = time_ab(bad, good, synchronize, repeats=repeats, steps=steps, warmup=2)
-        points.append(SweepPoint(ratio, dim, t_gpu, timing))
+    if rule.benchmark.sweep:
+        points = []
+        for ratio, dim, t_gpu in calibrate(device, t_cpu, ratios, dims):
+            work[0] = MatmulWork(device, dim)
+            timing = time_ab(bad, good, synchronize, repeats=repeats, steps=steps, warmup=2)
+            points.append(SweepPoint(ratio, dim, t_gpu, timing))
+    else:  # an epoch per step: timed as it is, with no GPU work queued
+        points = [SweepPoint(0.0, 0, 0.0, time_ab(bad, good, synchronize, repeats=repeats, steps=steps, warmup=1))]
     work[0] = MatmulWork(device, 0)
     result["t_cpu_us"] = round(t_cpu * 1e6, 3)
     result["sweep"] = [p.to_json(t_cpu) for p in points]
     headline = min(points, key=lambda p: abs(_log(p.t_gpu) - _log(t_cpu))) if points else None
+
     result["timing"] = headline.to_json(t_cpu) if headline else None
     return result

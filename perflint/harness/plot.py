@@ -52,8 +52,8 @@ def plot_run(run: dict[str, Any], path: Path) -> Path:
         bars.tick_params(axis="x", rotation=60)
         for entry in gpu_entries:
             points = entry["timed"].get("sweep", [])
-            xs = [p["ratio"] for p in points if p.get("ratio") is not None]
-            ys = [p["speedup"] for p in points if p.get("ratio") is not None]
+            xs = [p["ratio"] for p in points if p.get("ratio")]
+            ys = [p["speedup"] for p in points if p.get("ratio")]
             if xs:
                 sweep.plot(xs, ys, marker="o", label=entry["code"])
         sweep.set_xscale("log")

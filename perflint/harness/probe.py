@@ -22,7 +22,7 @@ Three layers see different things (`docs` of `sync-catalog.md` §3):
 * **dispatch layer** (a `TorchDispatchMode`): aten ops with argument-aware rules, for the
   syncs that happen inside an op: `nonzero`, boolean-mask `index` / `index_put_`, `unique`,
   `masked_select`, `repeat_interleave` without `output_size`, `bincount`, `histc` without a
-  range, `multinomial`, `equal`, `allclose`, linalg error checks, `normal` with a tensor std,
+  range, `equal`, `allclose`, linalg error checks, `normal` with a tensor std,
   `masked_fill` with a device tensor value, blocking `copy_`, host index tensors of an
   accelerator tensor (copied to its device before `index` / `index_put_`), and every other scalar read
   (`_local_scalar_dense`: `x[t0]`, `v in t`, `max(t0, t1)`, ...). See `DISPATCH_RULES`.
@@ -859,15 +859,6 @@ def _histc(probe: SyncProbe, args: tuple, kwargs: dict) -> str | None:
     high = _arg(args, kwargs, 3, "max", 0)
     if _first_on_accelerator(probe, args) and low == high:
         return "histc without a range reads min() and max() to the host"
-    return None
-
-
-@_dispatch_rule("multinomial")
-def _multinomial(probe: SyncProbe, args: tuple, kwargs: dict) -> str | None:
-    samples = _arg(args, kwargs, 1, "num_samples", 1)
-    replacement = bool(_arg(args, kwargs, 2, "replacement", False))
-    if _first_on_accelerator(probe, args) and (not replacement or samples == 1):
-        return "multinomial validates the probabilities on the host"
     return None
 
 

@@ -351,7 +351,7 @@ def benchmarks_markdown(summaries: dict[str, Any], rule_names: dict[str, str], c
         "  **No speed is measured on a CPU.**",
         "* **GPU run**: the same check on CUDA tensors; a sync proof (`torch.cuda.set_sync_debug_mode(\"error\")`",
         "  must raise for the bad form and not for the good one, plus profiler counts of",
-        "  `cudaStreamSynchronize`/`cudaDeviceSynchronize`/`cudaEventSynchronize`/`cudaMemcpy` for what the",
+        "  `cudaStreamSynchronize`/`cudaDeviceSynchronize`/`cudaEventSynchronize`/`cudaMemcpy`/`cudaFree` for what the",
         "  debug mode misses); and step times with GPU work (a GEMM) queued before the pattern, because a",
         "  sync costs about min(T_cpu, T_gpu) per step: synchronised wall-clock loops, A/B alternation,",
         "  7 repeats of 50 steps, median and IQR, a verdict only when the IQRs do not overlap, and a sweep",
@@ -422,5 +422,6 @@ def benchmarks_markdown(summaries: dict[str, Any], rule_names: dict[str, str], c
               "  merged across runs; this page and the \"Measured\" section of each rule page are generated",
               "  from it. Its format is documented in `perflint/harness/report.py`.",
               "", "## Reproduce", "", f"    {REPRODUCE}", "",
-              f"On a GPU: `{REPRODUCE_GPU}`.", ""]
+              f"On a GPU: `{REPRODUCE_GPU}`, or `benchmarks/gpu_proof.sh`, which also traces the",
+              "end-to-end case and runs on a bare machine without network (see `docs/gpu-proof.md`).", ""]
     return "\n".join(lines)

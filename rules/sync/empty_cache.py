@@ -143,11 +143,15 @@ class EmptyCacheInLoop(Rule):
         """,
         bad="""
             y = torch.tanh(x)
+            scratch = torch.empty(16 * size, size, device=device)  # a step's temporary
+            del scratch
             torch.cuda.empty_cache()
             result = y
         """,
         good="""
             y = torch.tanh(x)
+            scratch = torch.empty(16 * size, size, device=device)
+            del scratch
             result = y
         """,
         description="`torch.cuda.empty_cache()` every step vs never",
