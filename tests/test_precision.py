@@ -14,6 +14,44 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "a logging flag holding a throttled test throttles what it guards": """
+        import torch
+
+        def train_one_epoch(model, loader, optimizer, log_every, num_batches):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x.cuda(), y.cuda())
+                loss.backward()
+                optimizer.step()
+                last_batch = i + 1 == num_batches
+                is_console_step = (i % log_every == 0) or last_batch
+                is_metric_step = (i % 10 == 0) or is_console_step
+                if is_metric_step:
+                    print(loss.item())
+    """,
+    "plots of the first batches under another condition run a few times, not every step": """
+        import torch
+
+        def run(model, loader, plots):
+            for batch_i, (im, targets) in enumerate(loader):
+                im = im.cuda()
+                preds = model(im)
+                if plots and batch_i < 3:
+                    plot(im.cpu().numpy(), preds.tolist())
+    """,
+    "isinstance with paths and images narrows a name to a host object": """
+        from pathlib import Path
+        from PIL import Image
+        import torch
+
+        class AutoShape(torch.nn.Module):
+            def forward(self, ims):
+                for i, im in enumerate(ims):
+                    if isinstance(im, (str, Path)):
+                        im = Image.open(str(im))
+                    elif isinstance(im, Image.Image):
+                        print(f"image {im}")
+                return ims
+    """,
     "numpy look-alikes": """
         import numpy as np
         import torch

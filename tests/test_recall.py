@@ -13,6 +13,32 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "a flag reassigned to a per-step test no longer throttles": (
+        """
+        import torch
+
+        def train_one_epoch(model, loader, verbose):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x.cuda(), y.cuda())
+                show = i % 10 == 0
+                show = verbose
+                if show:
+                    print(loss.item())
+        """,
+        {(9, "PFL201")},
+    ),
+    "a step-counter test joined with `or` guards code that can run every step": (
+        """
+        import torch
+
+        def run(model, loader, verbose):
+            for batch_i, (im, targets) in enumerate(loader):
+                preds = model(im.cuda())
+                if verbose or batch_i < 3:
+                    print(preds.sum().item())
+        """,
+        {(7, "PFL201")},
+    ),
     "import aliases": (
         """
         import torch as T

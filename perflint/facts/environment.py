@@ -179,6 +179,11 @@ _PYTHON_TYPES = frozenset(
     numbers.Number numbers.Real numbers.Integral collections.abc.Sequence collections.abc.Mapping
     typing.Sequence typing.Mapping""".split()
 )
+# Host objects that are never tensors: paths, images of the imaging libraries.
+_HOST_TYPES = frozenset(
+    """pathlib.Path pathlib.PurePath pathlib.PosixPath os.PathLike PIL.Image.Image Image.Image
+    builtins.bytearray bytearray""".split()
+)
 
 
 def cpu_check_subject(test: ast.expr) -> str | None:
@@ -221,7 +226,7 @@ def isinstance_value(qualname: str) -> Value | None:
         return MODULE
     if qualname.startswith(("numpy.", "np.")):
         return NDARRAY
-    if qualname in _PYTHON_TYPES:
+    if qualname in _PYTHON_TYPES or qualname in _HOST_TYPES:
         return PYTHON
     if qualname.startswith(("torch.nn.", "nn.")) and qualname.rsplit(".", 1)[-1][:1].isupper():
         return MODULE  # `isinstance(m, nn.Linear)`

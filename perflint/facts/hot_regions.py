@@ -117,7 +117,10 @@ def is_step_loop(loop: LoopInfo) -> bool:
 def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.expr], Value]) -> bool:
     """`if step == 0:` / `if batch_idx < 3:` on a step counter runs once (or a few
     times), not every step. `x.ndim == 4`, `B == 1` or the index of a loop over layers
-    are not step counters: what they guard runs every step."""
+    are not step counters: what they guard runs every step. `if plots and batch_i < 3:`
+    runs at most as often as its step-counter test."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(is_once_test(operand, loops, value_of) for operand in test.values)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from typing import Collection, Iterable
 
 from .syntax import dotted
 
@@ -136,22 +136,25 @@ def _is_rare_condition(node: ast.expr) -> bool:
     return isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)
 
 
-def is_throttled_test(node: ast.expr) -> bool:
-    """`if step % 100 == 0:` and friends: the body runs every N steps, not every step."""
+def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
+    """`if step % 100 == 0:` and friends: the body runs every N steps, not every step.
+    `flags`: local names assigned such a test (`is_log_step = step % n == 0`)."""
     if _is_mod_zero(node):
         return True
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        return any(is_throttled_test(v) for v in node.values)
+        return any(is_throttled_test(v, flags) for v in node.values)
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
         # `if step % 100 == 0 or last_step:` / `... or i == len(loader) - 1`: every N steps
         # and once at the end
-        return any(is_throttled_test(v) for v in node.values) and \
-            all(is_throttled_test(v) or _is_rare_condition(v) for v in node.values)
+        return any(is_throttled_test(v, flags) for v in node.values) and \
+            all(is_throttled_test(v, flags) or _is_rare_condition(v) for v in node.values)
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
         name = receiver_name(node.func).lower()
         # `self.every_n_train_iters(runner, 50)`, `self.end_of_epoch(runner, batch_idx)`,
         # `self.is_last_train_iter(runner)`: mmengine's and mmcv's hook helpers
         return name.startswith(_THROTTLING_CALLS) or bool(_LAST_STEP_CHECK.match(name))
+    if isinstance(node, ast.Name) and node.id in flags:
+        return True
     if isinstance(node, (ast.Name, ast.Attribute)):
         # `if control.should_log:` (Hugging Face's TrainerControl, set every `logging_steps`)
         return receiver_name(node).lower().startswith(_THROTTLING_FLAGS)

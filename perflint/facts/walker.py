@@ -41,6 +41,8 @@ class Walker(DispatchInterpreter):
 
     def run(self) -> None:
         func, node = self.func, self.func.node
+        # local flags holding a throttled test: `is_log_step = i % n == 0 or last`; `if is_log_step:`
+        self.throttled_flags: set[str] = set()
         if isinstance(node, ast.Module):
             self.body(node.body)
         else:
@@ -84,6 +86,12 @@ class Walker(DispatchInterpreter):
 
     def st_Assign(self, node: ast.Assign) -> None:
         value = self.ev(node.value)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            flag = node.targets[0].id
+            if is_throttled_test(node.value, self.throttled_flags):
+                self.throttled_flags.add(flag)
+            else:
+                self.throttled_flags.discard(flag)
         for target in node.targets:
             self.assign(target, value)
         self._dispatch(node)
@@ -123,7 +131,7 @@ class Walker(DispatchInterpreter):
         self.ev(node.test)
         self._dispatch(node)
         hot = self.hot
-        body_hot = hot and not is_throttled_test(node.test) \
+        body_hot = hot and not is_throttled_test(node.test, self.throttled_flags) \
             and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node) \
             and not is_failure_guard(node)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
