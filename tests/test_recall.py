@@ -13,6 +13,21 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "bookkeeping about losses called from the training loop is hot through its caller": (
+        """
+        import torch
+
+        class LossAwareSampler:
+            def update_with_local_losses(self, local_ts, local_losses):
+                return [x.item() for x in local_losses]
+
+        sampler = LossAwareSampler()
+        for x, t in loader:
+            losses = model(x.cuda(), t.cuda())
+            sampler.update_with_local_losses(t, losses.detach())
+        """,
+        {(5, "PFL201")},
+    ),
     "a flag reassigned to a per-step test no longer throttles": (
         """
         import torch

@@ -68,9 +68,16 @@ def is_transforms_file(path: str) -> bool:
     return bool(_TRANSFORMS_FILE.search(path))
 
 
+# `update_with_local_losses`, `log_losses`, `plot_losses`: bookkeeping about losses, not a
+# loss. Not a seed by its name; a hot caller still makes it hot.
+_BOOKKEEPING_PREFIX = re.compile(r"^_*(?:update|log|record|save|plot|print|show|report|write|dump|track|"
+                                 r"store|accumulate|reset|visuali[sz]e|summari[sz]e)_")
+
+
 def is_loss_function_name(name: str) -> bool:
     lower = name.lower()
-    return bool(_LOSS_FUNCTION.search(lower)) and not _FACTORY_PREFIX.search(lower)
+    return bool(_LOSS_FUNCTION.search(lower)) and not _FACTORY_PREFIX.search(lower) \
+        and not _BOOKKEEPING_PREFIX.search(lower)
 
 
 def receiver_name(node: ast.expr) -> str:
