@@ -14,6 +14,19 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "a loop over checkpoints runs a whole program per checkpoint, not a step": """
+        import torch
+
+        def run(weights, device):
+            model = torch.load(weights, map_location=device)
+            im = torch.zeros(1, 3, 64, 64, device=device)
+            y = model(im)
+            print(y.sum().item())
+
+        def main(opt):
+            for weight in opt.weights:
+                run(weight, opt.device)
+    """,
     "bookkeeping about losses is not a loss (nothing here calls it every step)": """
         import torch as th
 

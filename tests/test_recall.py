@@ -13,6 +13,21 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "a step function called in a loop, with the model loaded outside it, is a step": (
+        """
+        import torch
+
+        def step(model, x):
+            y = model(x)
+            return y.sum().item()
+
+        def main(paths):
+            model = torch.load(paths[0])
+            for x in batches:
+                step(model, x.cuda())
+        """,
+        {(5, "PFL201")},
+    ),
     "bookkeeping about losses called from the training loop is hot through its caller": (
         """
         import torch

@@ -15,7 +15,7 @@ from .calls import external_call_value, may_be_project_function
 from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
-from .hotness import is_loss_function_name, is_optimizer_step_receiver
+from .hotness import is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
 from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
@@ -106,6 +106,10 @@ class CallInterpreter(ExpressionInterpreter):
             callee = self.ev(func)
         args = [self.ev(a) for a in node.args]
         kwargs = {kw.arg: self.ev(kw.value) for kw in node.keywords}
+        if self.mode == SUMMARY and not self.loops:
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called and is_model_loading_call(called, self.qualname(func)):
+                self.func.loads_model = True
         if receiver is not None:
             assert isinstance(func, ast.Attribute)
             result = self._method_call(node, func, receiver, args, kwargs)
@@ -472,7 +476,7 @@ class CallInterpreter(ExpressionInterpreter):
             reason = f"called from hot code in `{self.func.name}`"
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason, self.hot_origin,
                                 getattr(node, "lineno", 0))
-        if target.steps and not target.loops_steps and not self.file.is_test(target):
+        if target.steps and not target.loops_steps and not target.loads_model and not self.file.is_test(target):
             self._mark_step()  # `self.fit_batch(batch)`, `next_token(model, x)`
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
             self.loops[-1].nested_data = True

@@ -74,6 +74,19 @@ _BOOKKEEPING_PREFIX = re.compile(r"^_*(?:update|log|record|save|plot|print|show|
                                  r"store|accumulate|reset|visuali[sz]e|summari[sz]e)_")
 
 
+# Loading a model or its weights: a function that does this (outside its loops) is a run of a
+# program (`export.run(weights)`, `evaluate(ckpt)`), not one step, even when it calls the model.
+_MODEL_LOADING = re.compile(r"^(?:attempt_load|load_(?:model|models|checkpoint|ckpt|weights|pretrained|network)"
+                            r"|from_pretrained|load_state_dict|load_from_checkpoint)$")
+_MODEL_LOADING_FUNCTIONS = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.export.load"})
+
+
+def is_model_loading_call(name: str, qualname: str | None) -> bool:
+    """`torch.load(path)`, `model.load_state_dict(sd)`, `AutoModel.from_pretrained(...)`,
+    `attempt_load(weights)`: `name` is the called name's last part."""
+    return qualname in _MODEL_LOADING_FUNCTIONS or bool(_MODEL_LOADING.match(name.lower()))
+
+
 def is_loss_function_name(name: str) -> bool:
     lower = name.lower()
     return bool(_LOSS_FUNCTION.search(lower)) and not _FACTORY_PREFIX.search(lower) \

@@ -100,6 +100,9 @@ class FunctionInfo:
     # steps (an epoch, an evaluation), it is not one step. (A loss looping over scales and
     # calling loss modules does not count: that is not a loop over steps.)
     loops_steps: bool = False
+    # Outside its loops it loads a model or weights (`torch.load`, `from_pretrained`): one
+    # call is a whole run (an export, an evaluation), not one step.
+    loads_model: bool = False
     summary_state: int = 0  # 0 = not started, 1 = in progress, 2 = done
     report_walks: int = 0
     walked_hot: bool = False
