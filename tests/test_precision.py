@@ -14,6 +14,23 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "a retry loop runs a few times, not every step": """
+        import torch
+
+        def profile(model, force_cpu):
+            x = torch.ones(1, 3, 224, 224, device="cuda")
+            model(x)
+            return x.sum().item()
+
+        def profile_model(model):
+            retries = 2
+            while retries:
+                retries -= 1
+                try:
+                    return profile(model, force_cpu=not retries)
+                except RuntimeError:
+                    pass
+    """,
     "a loop over checkpoints runs a whole program per checkpoint, not a step": """
         import torch
 

@@ -13,6 +13,21 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "a while loop over steps counted down from a variable is a training loop": (
+        """
+        import torch
+
+        def train(model, it, opt, steps):
+            remaining = steps
+            while remaining:
+                remaining -= 1
+                loss = model(next(it).cuda())
+                loss.backward()
+                opt.step()
+                print(loss.item())
+        """,
+        {(10, "PFL201")},
+    ),
     "a step function called in a loop, with the model loaded outside it, is a step": (
         """
         import torch

@@ -388,6 +388,23 @@ def few_iterations(iterable: ast.expr) -> bool:
     return False
 
 
+def few_while_iterations(loop: ast.While, preceding: list[ast.stmt]) -> bool:
+    """`retries = 2` then `while retries: ...; retries -= 1`: a retry loop runs a few times.
+    `preceding`: the statements before the loop in its block."""
+    test = loop.test
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0:
+        test = test.left
+    if not isinstance(test, ast.Name):
+        return False
+    start = next((stmt.value for stmt in reversed(preceding) if isinstance(stmt, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == test.id for t in stmt.targets)), None)
+    if not (isinstance(start, ast.Constant) and type(start.value) is int and 0 < start.value <= FEW_STEPS):
+        return False
+    return any(isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == test.id
+               and isinstance(n.op, ast.Sub) for n in ast.walk(loop))
+
+
 def _small_constant_args(call: ast.Call) -> bool:
     return bool(call.args) and all(
         isinstance(a, ast.Constant) and type(a.value) is int and a.value <= FEW_STEPS for a in call.args)

@@ -24,6 +24,7 @@ from .hot_regions import in_test_or_data_pipeline, is_data, is_once_test, is_ste
 from .hotness import (
     eager_truth,
     few_iterations,
+    few_while_iterations,
     is_cache_hit_return,
     is_failure_guard,
     is_lazy_init,
@@ -43,6 +44,7 @@ class Walker(DispatchInterpreter):
         func, node = self.func, self.func.node
         # local flags holding a throttled test: `is_log_step = i % n == 0 or last`; `if is_log_step:`
         self.throttled_flags: set[str] = set()
+        self.preceding: list[ast.stmt] = []  # the statements before a `while` in its block
         if isinstance(node, ast.Module):
             self.body(node.body)
         else:
@@ -63,6 +65,7 @@ class Walker(DispatchInterpreter):
             handler = STMT_HANDLERS.get(type(stmt))
             previous = self.stmt
             self.stmt = stmt
+            self.preceding = stmts[:index] if isinstance(stmt, ast.While) else []
             if handler is None:
                 self._stmt_generic(stmt)
             else:
@@ -217,7 +220,7 @@ class Walker(DispatchInterpreter):
             self.ev(node.test)
             self._dispatch(node)
 
-        self._loop(node, False, test, node.body, node.test)
+        self._loop(node, False, test, node.body, node.test, few=few_while_iterations(node, self.preceding))
         self.body(node.orelse)
 
     def _loop_description(self, info: LoopInfo) -> str:
