@@ -7,6 +7,7 @@ about tensors themselves: a hint never says "this is a tensor" except for `loss`
 
 from __future__ import annotations
 
+import functools
 import re
 
 from .torch_api import EVENT, STREAM
@@ -65,6 +66,7 @@ _DESCRIPTOR = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same names recur in every function
 def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
     lower = name.lower()
     if parameter and _PYTHON_PARAMETER.search(lower):
