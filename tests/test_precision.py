@@ -14,6 +14,19 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "a list of float tensors joined with cat is not a mask": """
+        import torch
+
+        def gather(preds):
+            parts = []
+            for p in preds:
+                parts.append(p.cuda() * 2.0)
+            scores = torch.cat(parts, 0)
+            return preds[0].cuda()[scores.long()]
+
+        for x, y in loader:
+            gather(model(x))
+    """,
     "a retry loop runs a few times, not every step": """
         import torch
 

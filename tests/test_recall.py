@@ -13,6 +13,26 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "masks joined with stack or cat, and a list of masks appended in a loop, are masks": (
+        """
+        import torch
+
+        def build_targets(targets, preds):
+            gxy = targets[:, 2:4].cuda()
+            j, k = ((gxy % 1 < 0.5) & (gxy > 1)).T
+            j = torch.stack((torch.ones_like(j), j, k))
+            t = targets.cuda().repeat((3, 1, 1))[j]
+            fg_masks = []
+            for p in preds:
+                fg_masks.append(p.cuda() > 0)
+            fg = torch.cat(fg_masks, 0)
+            return t, preds[0].cuda()[fg]
+
+        for x, y in loader:
+            build_targets(y, model(x))
+        """,
+        {(7, "PFL214"), (12, "PFL214")},
+    ),
     "a while loop over steps counted down from a variable is a training loop": (
         """
         import torch

@@ -168,7 +168,7 @@ class ExpressionInterpreter(Frame):
     def ev_List(self, node: ast.List) -> Value:
         items = tuple(self.ev(e) for e in node.elts)
         if not items:
-            return Value(Kind.SEQ)
+            return Value(Kind.SEQ, items=())  # known empty: a loop may append to it
         return tuple_of(items)
 
     def ev_Set(self, node: ast.Set) -> Value:

@@ -372,6 +372,8 @@ def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> V
             dtype = args[0].dtype
     elif dtype is None and name in ("where",) and len(args) == 3:
         dtype = None
+    elif dtype is None and name in _JOINS and args:
+        dtype = _joined_dtype(args[0])  # `torch.stack((j, k, left, right))` of masks is a mask
     zero_dim = False
     if name in _REDUCTIONS and not _has_dim(call, first_positional_is_input=True):
         zero_dim = True
@@ -384,6 +386,18 @@ def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> V
     if name == "from_numpy" or name == "as_tensor" or name == "tensor":
         pass
     return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)
+
+
+_JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "row_stack"})
+
+
+def _joined_dtype(parts: Value) -> str | None:
+    """The dtype of joining the tensors of a list or tuple, when every part has the same one."""
+    if parts.kind is not Kind.SEQ:
+        return None
+    values = parts.items if parts.items is not None else ((parts.elem,) if parts.elem is not None else ())
+    dtypes = {v.dtype if v.kind is Kind.TENSOR else None for v in values}
+    return dtypes.pop() if len(dtypes) == 1 else None
 
 
 def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Value:

@@ -197,12 +197,15 @@ def join(a: Value, b: Value) -> Value:
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
     if a.kind is Kind.UNKNOWN:
         return UNKNOWN_MAYBE_PYTHON if _MAYBE_PYTHON in (a.ref, b.ref) else UNKNOWN
+    elem = _join_opt(a.elem, b.elem)
+    if a.kind is Kind.SEQ and elem is None:  # `[]` before a loop that appends: what was appended
+        elem = b.elem if a.items == () else a.elem if b.items == () else None
     return Value(
         a.kind,
         dtype=a.dtype if a.dtype == b.dtype else None,
         zero_dim=a.zero_dim and b.zero_dim,
         has_dims=a.has_dims and b.has_dims,
-        elem=_join_opt(a.elem, b.elem),
+        elem=elem,
         items=items,
         ref=a.ref if a.ref == b.ref else None,
         loss=a.loss and b.loss,
