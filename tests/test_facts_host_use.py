@@ -52,6 +52,9 @@ HOST = [
     ("a, b = m.sum(), 0\nif a:\n    pass", "tuple assignment"),
     ("writer.add_scalar('n', m.sum())", "a logger"),
     ("ok = (m.sum() == 3)\nif not ok:\n    pass", "`if not` on a stored comparison"),
+    ("w = torch.ones(m.sum())", "a size argument"),
+    ("v = x.view(m.sum(), -1)", "a size in a tuple of a method"),
+    ("v = torch.zeros((m.sum(), 3))", "a size in a tuple literal"),
 ]
 
 DEVICE = [

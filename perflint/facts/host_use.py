@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from .torch_api import int_arguments
+
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _CONDITIONS = (ast.If, ast.While, ast.Assert, ast.IfExp)
@@ -266,6 +268,8 @@ class DeviceFlow:
         if name is None and isinstance(func, ast.Name) and func.id in _HOST_BUILTINS | _PASS_BUILTINS | _NO_DATA_BUILTINS:
             # an unresolved builtin
             return self._argument_builtin(func.id, call, region)
+        if _read_as_host_number(expr, name, call):  # `torch.ones(n)`, `x.view(n, -1)`: a size
+            return _HOST
         if name is not None and (name == "torch" or name.startswith("torch.")):
             if name in _HOST_TORCH:
                 return _HOST
@@ -317,6 +321,16 @@ class DeviceFlow:
                 if isinstance(call.func, ast.Name) or (isinstance(call.func, ast.Attribute)
                                                       and isinstance(call.func.value, ast.Name)
                                                       and call.func.value.id == "self")]
+
+
+def _read_as_host_number(expr: ast.AST, name: str | None, call: ast.Call) -> bool:
+    func = call.func
+    method = func.attr if name is None and isinstance(func, ast.Attribute) else None
+    found = int_arguments(name, method, call)
+    if not found:
+        return False
+    parts = expr.elts if isinstance(expr, (ast.Tuple, ast.List)) else [expr]
+    return any(part is node for part in parts for node in found)
 
 
 def _parameter(func: ast.FunctionDef | ast.AsyncFunctionDef, index: int | None, keyword: str | None,
