@@ -178,7 +178,8 @@ import torch
 
 class M(torch.nn.Module):
     def forward(self, x):
-        return torch.bincount(x, minlength=10), x.bincount(None, 10), torch.bincount(x + 0, minlength=10)
+        x = x % 10
+        return torch.bincount(x, minlength=10), x.bincount(None, 10), torch.bincount(x.clamp(0, 9), minlength=10)
 """
 
 
@@ -194,14 +195,34 @@ def test_bincount_scatter_equals_when_values_are_below_minlength():
             assert _same_tensor(old, new), x
 
 
-def test_bincount_scatter_differs_on_large_values_and_bool():
+def test_bincount_scatter_differs_on_floats():
     before, after, _ = _pair(_BINCOUNT, "PFL217")
+    values = torch.tensor([1.5, 2.0, 1.0])
+    assert _raises(before(), values)  # bincount rejects floats
+    assert after()(values)[0][:3].tolist() == [0, 2, 1]  # the fix truncates them
+
+
+_BINCOUNT_UNPROVEN = """
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.bincount(x, minlength=10), torch.bincount(x, minlength=int(x.max()) + 1)
+"""
+
+
+def test_bincount_with_values_not_known_below_minlength_is_display_only():
+    from perflint.api import check_source
+    from perflint.types import Applicability
+
+    source = textwrap.dedent(_BINCOUNT_UNPROVEN).lstrip("\n")
+    assert fix_source(source, "example.py", unsafe=True, select=["PFL217"]).text == source
+    found = check_source(source, "example.py", select=["PFL217"])
+    assert [d.fix.applicability for d in found] == [Applicability.DISPLAY_ONLY] * 2
+    # Why: a value at or past minlength is ordinary input; bincount grows, scatter_add_ fails.
     big = torch.tensor([1, 12])
-    assert before()(big)[0].shape == (13,)  # bincount grows the result
-    assert _raises(after(), big)  # the fixed length cannot hold it
-    flags = torch.tensor([True, False, True])
-    assert _raises(before(), flags)  # bincount rejects bool
-    assert after()(flags)[0][:2].tolist() == [1, 2]
+    assert torch.bincount(big, minlength=10).shape == (13,)
+    assert _raises(lambda: torch.zeros(10, dtype=torch.long).scatter_add_(0, big, torch.ones_like(big)))
 
 
 # --------------------------------------------------------------------------- PFL220
