@@ -53,6 +53,7 @@ HOST = [
     ("writer.add_scalar('n', m.sum())", "a logger"),
     ("ok = (m.sum() == 3)\nif not ok:\n    pass", "`if not` on a stored comparison"),
     ("w = torch.ones(m.sum())", "a size argument"),
+    ("k = torch.tensor([m.sum(), 1])", "torch.tensor of a list holding it"),
     ("v = x.view(m.sum(), -1)", "a size in a tuple of a method"),
     ("v = torch.zeros((m.sum(), 3))", "a size in a tuple literal"),
 ]
@@ -65,6 +66,7 @@ DEVICE = [
     ("shape = m.sum().shape", "metadata only"),
     ("out = x[m.sum()]", "indexing a tensor"),
     ("n = m.sum()\nk = (n, 2)", "a tuple nobody reads"),
+    ("k = torch.tensor(m.sum())", "torch.tensor of a tensor: a copy on its device"),
 ]
 
 

@@ -270,6 +270,8 @@ class DeviceFlow:
             return self._argument_builtin(func.id, call, region)
         if _read_as_host_number(expr, name, call):  # `torch.ones(n)`, `x.view(n, -1)`: a size
             return _HOST
+        if name in ("torch.tensor", "torch.as_tensor") and index == 0 and not isinstance(expr, (ast.List, ast.Tuple)):
+            return [(call, region)]  # a copy of a tensor on its own device; a list of them is read
         if name is not None and (name == "torch" or name.startswith("torch.")):
             if name in _HOST_TORCH:
                 return _HOST
