@@ -51,8 +51,8 @@ class TensorItem(Rule):
 
     A per-step logging list, `losses.append(loss.item())` in a loop, gets a display-only
     suggestion: append `loss.detach()` and read the list once after the loop
-    (`torch.stack(losses).tolist()`). It is never applied: every later reader of the list
-    must be changed too.
+    (`torch.stack(losses).tolist()`: the same floats, one sync; guard an empty list, where
+    `torch.stack` raises). It is never applied: every later reader of the list must change too.
 
     ## References
     - [PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization)
