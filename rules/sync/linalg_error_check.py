@@ -56,16 +56,15 @@ class LinalgErrorCheck(Rule):
 
     ## Fix safety
     The fix calls the `_ex` variant with the same arguments and takes the same result:
-    `inv_ex(A).inverse`, `cholesky_ex(A).L`, `solve_ex(A, B).result`, `lu_factor_ex(A)[:2]`,
-    `ldl_factor_ex(A)[:2]` (or the field, when the call is followed by `.LU`, `.pivots`,
-    `.LD`, or an index). On valid inputs the values and gradients are the same. It is unsafe
-    because a singular or non-positive-definite input no longer raises: the result holds
-    inf / NaN and `info` is non-zero. For `lu_factor` and `ldl_factor`, `[:2]` is a plain
-    tuple (`.LU` on a stored result fails). No fix is offered where raising is the purpose:
-    inside an error-checking branch (`if check_errors:`, `if validate_args:`, `if strict:`),
-    a `try` whose handler catches the error (`LinAlgError`, `RuntimeError`, `Exception`), a
-    `pytest.raises` block, or a `check_*`/`validate_*` function; nor with `out=` or
-    `**kwargs`.
+    `inv_ex(A).inverse`, `cholesky_ex(A).L`, `solve_ex(A, B).result`; `lu_factor_ex(A)[:2]`
+    and `ldl_factor_ex(A)[:2]` only where the result is unpacked (`LU, piv = ...`), or the
+    field read right after the call (`.LU`, `.pivots`, `.LD`, `[0]`). On valid inputs the
+    values and gradients are the same. It is unsafe because a singular or
+    non-positive-definite input no longer raises: the result holds inf / NaN and `info` is
+    non-zero. No fix is offered where raising is the purpose: an error-checking branch
+    (`if check_errors:`, `if validate_args:`, `if strict:`), a `try` whose handler catches the
+    error (`LinAlgError`, `RuntimeError`, `Exception`), a `pytest.raises` block, a
+    `check_*`/`validate_*` function; nor with `out=` or `**kwargs`.
 
     ## References
     - [torch.linalg](https://pytorch.org/docs/stable/linalg.html): "When inputs are on a CUDA device, this function synchronizes that device with the CPU. For a version of this function that does not synchronize, see …_ex".
@@ -184,6 +183,24 @@ class LinalgErrorCheck(Rule):
             note="no fix where raising is the purpose: an explicit error-checking branch, a `try` "
                  "that catches the error",
         ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                factors = torch.linalg.lu_factor(model(x))
+                out = torch.linalg.lu_solve(factors.LU, factors.pivots, y)
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                factors = torch.linalg.lu_factor(model(x))
+                out = torch.linalg.lu_solve(factors.LU, factors.pivots, y)
+            """,
+            note="a stored `lu_factor` result read by field: `[:2]` would be a plain tuple, so no fix",
+        ),
     ]
     valid = [
         Valid(
@@ -281,8 +298,11 @@ class LinalgErrorCheck(Rule):
                 isinstance(parent, ast.Subscript) and parent.value is node
                 and isinstance(parent.slice, ast.Constant) and parent.slice.value in (0, 1)):
             suffix = ""  # `.LU` / `[0]` reads the same field from the `_ex` result
+        elif isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0], (ast.Tuple, ast.List)) and len(parent.targets[0].elts) == 2:
+            suffix = "[:2]"  # `LU, piv = ...`: unpacking a plain tuple works the same
         else:
-            suffix = "[:2]"
+            return None  # a stored result read as `.LU` later: a plain tuple has no fields
         edits = []
         imports: list[str] = []
         func = node.func
