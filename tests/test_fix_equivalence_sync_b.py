@@ -397,20 +397,31 @@ def test_linalg_ex_variants_do_not_raise_on_singular_input():
     assert _raises(before["C"](), not_pd) and not _raises(after["C"](), not_pd)
 
 
-def test_lu_factor_slice_is_a_plain_tuple():
-    code = """
+def test_lu_factor_gets_a_fix_only_where_the_result_is_unpacked():
+    returned = textwrap.dedent("""
     import torch
 
     class M(torch.nn.Module):
         def forward(self, a):
             return torch.linalg.lu_factor(a)
+    """).lstrip("\n")
+    # `[:2]` would be a plain tuple: a caller's `.LU` would fail, so no fix.
+    assert fix_source(returned, "example.py", unsafe=True, select=["PFL222"]).text == returned
+    assert not hasattr(torch.linalg.lu_factor_ex(_spd(3))[:2], "LU")
+    code = """
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, a):
+            lu, piv = torch.linalg.lu_factor(a)
+            return lu, piv
     """
-    before, after, _ = _pair(code, "PFL222")
-    a = _spd(3)
-    assert before()(a).LU.shape == (3, 3)
-    assert not hasattr(after()(a), "LU")  # unpacking works, `.LU` on the stored result does not
-    lu, piv = after()(a)
-    assert torch.equal(lu, before()(a).LU)
+    before, after, fixed = _pair(code, "PFL222")
+    assert "lu_factor_ex(a)[:2]" in fixed
+    for n in (1, 3, 5):
+        a = _spd(n)
+        for old, new in zip(before()(a), after()(a)):
+            assert _same_tensor(old, new)
 
 
 # --------------------------------------------------------------------------- PFL223
