@@ -178,7 +178,8 @@ import torch
 
 class M(torch.nn.Module):
     def forward(self, x):
-        return torch.bincount(x, minlength=10), x.bincount(None, 10), torch.bincount(x + 0, minlength=10)
+        x = x % 10
+        return torch.bincount(x, minlength=10), x.bincount(None, 10), torch.bincount(x.clamp(0, 9), minlength=10)
 """
 
 
@@ -194,14 +195,34 @@ def test_bincount_scatter_equals_when_values_are_below_minlength():
             assert _same_tensor(old, new), x
 
 
-def test_bincount_scatter_differs_on_large_values_and_bool():
+def test_bincount_scatter_differs_on_floats():
     before, after, _ = _pair(_BINCOUNT, "PFL217")
+    values = torch.tensor([1.5, 2.0, 1.0])
+    assert _raises(before(), values)  # bincount rejects floats
+    assert after()(values)[0][:3].tolist() == [0, 2, 1]  # the fix truncates them
+
+
+_BINCOUNT_UNPROVEN = """
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.bincount(x, minlength=10), torch.bincount(x, minlength=int(x.max()) + 1)
+"""
+
+
+def test_bincount_with_values_not_known_below_minlength_is_display_only():
+    from perflint.api import check_source
+    from perflint.types import Applicability
+
+    source = textwrap.dedent(_BINCOUNT_UNPROVEN).lstrip("\n")
+    assert fix_source(source, "example.py", unsafe=True, select=["PFL217"]).text == source
+    found = check_source(source, "example.py", select=["PFL217"])
+    assert [d.fix.applicability for d in found] == [Applicability.DISPLAY_ONLY] * 2
+    # Why: a value at or past minlength is ordinary input; bincount grows, scatter_add_ fails.
     big = torch.tensor([1, 12])
-    assert before()(big)[0].shape == (13,)  # bincount grows the result
-    assert _raises(after(), big)  # the fixed length cannot hold it
-    flags = torch.tensor([True, False, True])
-    assert _raises(before(), flags)  # bincount rejects bool
-    assert after()(flags)[0][:2].tolist() == [1, 2]
+    assert torch.bincount(big, minlength=10).shape == (13,)
+    assert _raises(lambda: torch.zeros(10, dtype=torch.long).scatter_add_(0, big, torch.ones_like(big)))
 
 
 # --------------------------------------------------------------------------- PFL220
@@ -210,8 +231,8 @@ import torch
 
 class M(torch.nn.Module):
     def forward(self, x, y):
-        a = torch.equal(x, y)
-        b = x.equal(y)
+        a = torch.equal(x, x.round())
+        b = x.equal(x.clamp(-1, 1))
         c = torch.allclose(x, y)
         d = torch.allclose(x, y, 1e-3, 1e-5, True)
         e = x.allclose(y, atol=0.5)
@@ -221,8 +242,8 @@ class M(torch.nn.Module):
 
 def test_equal_and_allclose_agree_as_booleans():
     before, after, fixed = _pair(_EQUAL, "PFL220")
-    assert "(x == y).all()" in fixed and "isclose(x, y, 1e-3, 1e-5, True).all()" in fixed
-    nan = float("nan")
+    assert "(x == x.round()).all()" in fixed and "isclose(x, y, 1e-3, 1e-5, True).all()" in fixed
+    nan, inf = float("nan"), float("inf")
     gen = torch.Generator().manual_seed(2)
     base = torch.randn(4, 5, generator=gen)
     pairs = [
@@ -230,11 +251,14 @@ def test_equal_and_allclose_agree_as_booleans():
         (base, base + 1e-4),
         (base, base + 0.4),
         (base, torch.randn(4, 5, generator=gen)),
+        (base.round(), base),  # `x == x.round()` all true
+        (base.clamp(-1, 1), base),
         (torch.tensor([1.0, nan]), torch.tensor([1.0, nan])),  # NaN: unequal unless equal_nan
+        (torch.tensor([inf, -inf, 0.0, -0.0]), torch.tensor([inf, -inf, -0.0, 0.0])),
         (torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4])),
-        (torch.tensor([True, False]), torch.tensor([True, False])),
         (torch.empty(0), torch.empty(0)),
         (torch.tensor(2.0), torch.tensor(2.0)),
+        (torch.randn(3, 1, generator=gen), torch.randn(1, 4, generator=gen)),  # allclose broadcasts too
     ]
     for x, y in pairs:
         old = before()(x, y)
@@ -249,21 +273,43 @@ def test_equal_on_mixed_dtypes_compares_by_value():
         import torch
 
         class M(torch.nn.Module):
-            def forward(self, x, y):
-                return torch.equal(x, y)
+            def forward(self, x):
+                return torch.equal(x, x.double())
         """,
         "PFL220",
     )
     before, after = _load(source)["M"](), _load(fixed)["M"]()
-    x, y = torch.tensor([1, 2, 3]), torch.tensor([1.0, 2.0, 3.0])
-    assert before(x, y) is True and bool(after(x, y)) is True
+    for x in (torch.tensor([1, 2, 3]), torch.tensor([0.1, float("nan")]), torch.tensor([True, False])):
+        assert before(x) == bool(after(x)), x
 
 
-def test_equal_differs_on_shape_mismatch_and_type():
+_EQUAL_UNKNOWN_SHAPES = """
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x1, x2):
+        same = torch.equal(x1, x2)
+        return same
+"""
+
+
+def test_equal_of_unknown_shapes_is_display_only_because_shapes_differ_in_real_use():
+    from perflint.api import check_source
+    from perflint.types import Applicability
+
+    source = textwrap.dedent(_EQUAL_UNKNOWN_SHAPES).lstrip("\n")
+    assert fix_source(source, "example.py", unsafe=True, select=["PFL220"]).text == source
+    [finding] = check_source(source, "example.py", select=["PFL220"])
+    assert finding.fix.applicability is Applicability.DISPLAY_ONLY
+    # Why: a kernel called with train (n, d) and test (1, d) inputs.
+    x1, x2 = torch.tensor([[2.0, 2.0], [2.0, 2.0]]), torch.tensor([[2.0, 2.0]])
+    assert torch.equal(x1, x2) is False and bool((x1 == x2).all()) is True  # `==` broadcasts
+    assert _raises(lambda: (torch.ones(3) == torch.ones(2)).all())  # or raises
+
+
+def test_equal_result_is_a_tensor_not_true():
     before, after, _ = _pair(_EQUAL, "PFL220")
-    x, y = torch.tensor([2.0]), torch.tensor([2.0, 2.0, 2.0])
-    assert before()(x, y)[0] is False  # torch.equal: different sizes
-    assert bool(after()(x, y)[0]) is True  # `==` broadcasts
+    y = torch.tensor([2.0, 2.0])
     assert before()(y, y)[0] is True and after()(y, y)[0] is not True  # a tensor, not True
 
 
@@ -273,10 +319,14 @@ def test_equal_truth_tests_get_no_fix():
 
     class M(torch.nn.Module):
         def forward(self, x, y):
-            if torch.equal(x, y):
+            if torch.equal(x, x.round()):
                 return x
             assert torch.allclose(x, y)
-            return y
+            close = torch.allclose(x, y)
+            if not close:
+                return y
+            x1_eq_x2 = torch.equal(x, x.clone())
+            return x if x1_eq_x2 else y
     """
     source = textwrap.dedent(code).lstrip("\n")
     assert fix_source(source, "example.py", unsafe=True, select=["PFL220"]).text == source
@@ -347,20 +397,31 @@ def test_linalg_ex_variants_do_not_raise_on_singular_input():
     assert _raises(before["C"](), not_pd) and not _raises(after["C"](), not_pd)
 
 
-def test_lu_factor_slice_is_a_plain_tuple():
-    code = """
+def test_lu_factor_gets_a_fix_only_where_the_result_is_unpacked():
+    returned = textwrap.dedent("""
     import torch
 
     class M(torch.nn.Module):
         def forward(self, a):
             return torch.linalg.lu_factor(a)
+    """).lstrip("\n")
+    # `[:2]` would be a plain tuple: a caller's `.LU` would fail, so no fix.
+    assert fix_source(returned, "example.py", unsafe=True, select=["PFL222"]).text == returned
+    assert not hasattr(torch.linalg.lu_factor_ex(_spd(3))[:2], "LU")
+    code = """
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, a):
+            lu, piv = torch.linalg.lu_factor(a)
+            return lu, piv
     """
-    before, after, _ = _pair(code, "PFL222")
-    a = _spd(3)
-    assert before()(a).LU.shape == (3, 3)
-    assert not hasattr(after()(a), "LU")  # unpacking works, `.LU` on the stored result does not
-    lu, piv = after()(a)
-    assert torch.equal(lu, before()(a).LU)
+    before, after, fixed = _pair(code, "PFL222")
+    assert "lu_factor_ex(a)[:2]" in fixed
+    for n in (1, 3, 5):
+        a = _spd(n)
+        for old, new in zip(before()(a), after()(a)):
+            assert _same_tensor(old, new)
 
 
 # --------------------------------------------------------------------------- PFL223

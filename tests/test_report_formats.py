@@ -50,7 +50,8 @@ def test_fixture_covers_what_the_formats_must_handle(diagnostics):
     codes = {d.code for d in diagnostics}
     assert {"PFL002", "PFL201", "PFL206", "PFL211"} <= codes
     assert any(d.cell is not None for d in diagnostics) and any(d.cell is None for d in diagnostics)
-    assert {d.fix.applicability for d in diagnostics if d.fix} == {Applicability.SAFE, Applicability.UNSAFE}
+    assert {d.fix.applicability for d in diagnostics if d.fix} == {Applicability.SAFE, Applicability.UNSAFE,
+                                                                   Applicability.DISPLAY_ONLY}
     assert any(d.end_location.row > d.location.row for d in diagnostics), "a multi-line span"
 
 

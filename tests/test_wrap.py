@@ -20,12 +20,14 @@ BINCOUNT = textwrap.dedent("""\
     import torch
 
     for x, y in loader:
+        y = y % 10
         c = torch.bincount(y, minlength=10)
     """)
 BINCOUNT_WRAPPED = textwrap.dedent("""\
     import torch
 
     for x, y in loader:
+        y = y % 10
         c = torch.zeros(10, dtype=torch.long, device=y.device).scatter_add_(
             0, y.long(), torch.ones_like(y, dtype=torch.long)
         )
@@ -118,7 +120,7 @@ def test_line_endings_and_tab_indentation_are_kept():
     crlf = BINCOUNT.replace("\n", "\r\n")
     fixed = _fix(crlf)
     assert fixed == BINCOUNT_WRAPPED.replace("\n", "\r\n")
-    tabs = BINCOUNT.replace("    c =", "\tc =")
+    tabs = BINCOUNT.replace("    y =", "\ty =").replace("    c =", "\tc =")
     fixed = _fix(tabs)
     assert "\tc = torch.zeros(10, dtype=torch.long, device=y.device).scatter_add_(\n\t\t0," in fixed
     assert fixed.endswith("\n\t)\n")

@@ -10,6 +10,7 @@ from ..rewrite import rewrite_expression
 from ..types import Applicability
 from .file_facts import FileFacts
 from .frame import Frame
+from .host_use import DeviceFlow
 from .values import Kind, Value
 
 if TYPE_CHECKING:
@@ -111,6 +112,19 @@ class RuleContext:
         if value.kind is Kind.TENSOR or value.kind is Kind.BATCH:
             return not value.on_cpu
         return value.kind is Kind.UNKNOWN and self.imports_torch
+
+    def reaches_host(self, node: ast.expr) -> bool:
+        """Would the value of `node`, kept on the device, be read to the host again as often
+        as it is made (`if v:`, `int(v)`, `f"{v}"`, `lst[v]`, a non-torch call...)? A fix
+        that turns a host read into a tensor removes the sync only when this is False."""
+        flow = getattr(self.analysis, "_device_flow", None)
+        if flow is None:
+            flow = self.analysis._device_flow = DeviceFlow(self.analysis.tree)
+
+        def is_tensor(expr: ast.expr) -> bool:
+            return self.value(expr).kind in (Kind.TENSOR, Kind.BATCH)
+
+        return flow.reaches_host(node, self.qualname, is_tensor)
 
     def loaders_fed_by(self, call: ast.Call) -> list[ast.Call]:
         """The `DataLoader(...)` calls of this file whose loaders `call` hands to a function

@@ -86,3 +86,61 @@ def _elementwise_of(node: ast.AST, tensor: ast.AST, resolve) -> bool:
             if func.attr in _BINARY_PREDICATES and len(node.args) == 1:
                 return _elementwise_of(func.value, tensor, resolve) and is_scalar_literal(node.args[0])
     return False
+
+
+# Methods and torch functions whose result has the shape of their tensor input when every
+# other argument is a Python scalar literal (or, for `to`/`type`, any argument).
+_SHAPE_KEEPING = frozenset(
+    {"clone", "detach", "float", "double", "half", "bfloat16", "int", "long", "bool", "contiguous",
+     "abs", "neg", "round", "floor", "ceil", "trunc", "sign", "sigmoid", "tanh", "relu", "exp", "log",
+     "sqrt", "rsqrt", "square", "clamp", "clip", "nan_to_num", "isnan", "isinf", "isfinite",
+     "logical_not", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"}
+)
+_ANY_ARGUMENTS = frozenset({"to", "type", "cuda", "cpu"})
+
+
+def shape_root(node: ast.AST, resolve) -> ast.AST | None:
+    """An expression whose shape `node`'s shape is known to equal: `node` itself for a name,
+    the tensor it is computed elementwise from (with Python scalars) otherwise; None when the
+    shape is not known from the syntax."""
+    while True:
+        if _is_simple_reference(node):
+            return node
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
+            node = node.operand
+        elif isinstance(node, ast.BinOp) and is_scalar_literal(node.right):
+            node = node.left
+        elif isinstance(node, ast.BinOp) and is_scalar_literal(node.left):
+            node = node.right
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and is_scalar_literal(node.comparators[0]) \
+                and not isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            node = node.left
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            qual = resolve(node.func)
+            if qual and qual.startswith("torch.") and qual.count(".") == 1 and qual[6:] in _SHAPE_KEEPING:
+                if not node.args or isinstance(node.args[0], ast.Starred):
+                    return None
+                others = node.args[1:] + [kw.value for kw in node.keywords if kw.arg not in ("dtype", "device")]
+                if not all(is_scalar_literal(a) for a in others):
+                    return None
+                node = node.args[0]
+            elif qual is None and isinstance(node.func, ast.Attribute) and node.func.attr in _ANY_ARGUMENTS:
+                if any(isinstance(a, ast.Starred) for a in node.args) or any(kw.arg is None for kw in node.keywords):
+                    return None
+                node = node.func.value
+            elif qual is None and isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_KEEPING:
+                others = node.args + [kw.value for kw in node.keywords if kw.arg not in ("dtype", "device")]
+                if not all(is_scalar_literal(a) for a in others):
+                    return None
+                node = node.func.value
+            else:
+                return None
+        else:
+            return None
+
+
+def same_shape(a: ast.AST, b: ast.AST, resolve) -> bool:
+    """Are `a` and `b` known to have the same shape (both computed elementwise, with Python
+    scalars, from the same tensor expression)?"""
+    root_a, root_b = shape_root(a, resolve), shape_root(b, resolve)
+    return root_a is not None and root_b is not None and same_expression(root_a, root_b)

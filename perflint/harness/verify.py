@@ -94,6 +94,9 @@ class Verification:
         fixed = self.fixed
         if fixed is not None and fixed.applicability == "safe" and fixed.results not in ("equal", "close"):
             problems.append(f"the safe fix changes the result: {fixed.detail}")
+        if fixed is not None and self.claim == "syncs" and fixed.syncs and self.syncs_bad \
+                and max(fixed.syncs) >= min(self.syncs_bad):
+            problems.append(f"the fix does not remove the sync (bad {self.syncs_bad}, fixed {fixed.syncs})")
         if self.lint_bad == 0:
             problems.append("the linter does not report the bad form")
         if self.lint_good:

@@ -50,17 +50,16 @@ class Bincount(Rule):
     ## Fix safety
     With `minlength=K` and no `weights`, the fix counts into a fixed-size tensor:
     `torch.zeros(K, dtype=torch.long, device=x.device).scatter_add_(0, x.long(),
-    torch.ones_like(x, dtype=torch.long))`. For every 1-D input with values in `[0, K)` the
-    counts, dtype (`int64`), length and device are the same. It is unsafe because:
-
-    - when a value is `>= K`, `bincount` returns a longer result while the fix fails (an
-      index error on the CPU, a device-side assert on CUDA);
-    - a negative value raises in both on the CPU, but is a device-side assert on CUDA;
-    - `bool` and floating inputs make `bincount` raise, while the fix counts them
-      (floats truncated).
-
-    Without `minlength` (the length depends on the data) or with `weights` (`bincount`
-    returns `float64` for non-`float32` weights) there is no fix.
+    torch.ones_like(x, dtype=torch.long))`: the same counts, dtype, length and device for
+    every integer input with values in `[0, K)`. A value `>= K` is ordinary input (a label the
+    batch happens to hold, a `minlength` computed from the data): `bincount` grows its result
+    there while the fix fails (a device-side assert on CUDA). So the fix is applied only when
+    `K` is a constant (a literal, or a module-level name assigned one) and the input is known to
+    lie in `[0, K)` (`x.clamp(0, K - 1)`, `x % K`, `torch.randint(0, K, ...)`, or a name
+    assigned one of them just before); otherwise it is display-only. It stays unsafe because
+    `bool` and floating inputs make `bincount` raise while the fix counts them (floats
+    truncated). With `weights` (`bincount` returns `float64` for non-`float32` weights) there
+    is no fix.
 
     ## References
     - `_bincount_cuda_template` in aten/src/ATen/native/cuda/SummaryOps.cu reads
@@ -81,55 +80,66 @@ class Bincount(Rule):
                 a = torch.bincount(y)
                 b = y.bincount(weights=x)
                 c = torch.bincount(y, minlength=10)
+                y = y.clamp(0, 9)
+                d = torch.bincount(y, minlength=10)
             """,
-            count=3,
+            count=4,
             fixed="""
             import torch
 
             for x, y in loader:
                 a = torch.bincount(y)
                 b = y.bincount(weights=x)
-                c = torch.zeros(10, dtype=torch.long, device=y.device).scatter_add_(
+                c = torch.bincount(y, minlength=10)
+                y = y.clamp(0, 9)
+                d = torch.zeros(10, dtype=torch.long, device=y.device).scatter_add_(
                     0, y.long(), torch.ones_like(y, dtype=torch.long)
                 )
             """,
             unsafe_fixes=True,
+            note="applied only where the values are known to lie in [0, minlength): display-only for `c`",
         ),
         Invalid(
             """
             import torch as T
             from torch import bincount as bc
 
+            NUM_CLASSES = 21
+
             class Balance(T.nn.Module):
                 def forward(self, logits, k: int):
-                    counts = logits.argmax(-1).bincount(minlength=k)
-                    other = bc(logits.argmax(0), None, k)
+                    counts = (logits.argmax(-1) % NUM_CLASSES).bincount(minlength=NUM_CLASSES)
+                    other = bc(logits.argmax(0).clamp(0, 20), None, NUM_CLASSES)
                     third = T.Tensor.bincount(logits.argmax(1))
-                    return counts, other, third
+                    fourth = bc(logits.argmax(1), minlength=k)
+                    return counts, other, third, fourth
             """,
-            count=3,
+            count=4,
             fixed="""
             import torch as T
             from torch import bincount as bc
 
+            NUM_CLASSES = 21
+
             class Balance(T.nn.Module):
                 def forward(self, logits, k: int):
                     counts = (
-                        lambda i: T.zeros(k, dtype=T.long, device=i.device).scatter_add_(
+                        lambda i: T.zeros(NUM_CLASSES, dtype=T.long, device=i.device).scatter_add_(
                             0, i, T.ones_like(i)
                         )
-                    )(logits.argmax(-1).long())
+                    )((logits.argmax(-1) % NUM_CLASSES).long())
                     other = (
-                        lambda i: T.zeros(k, dtype=T.long, device=i.device).scatter_add_(
+                        lambda i: T.zeros(NUM_CLASSES, dtype=T.long, device=i.device).scatter_add_(
                             0, i, T.ones_like(i)
                         )
-                    )(logits.argmax(0).long())
+                    )(logits.argmax(0).clamp(0, 20).long())
                     third = T.Tensor.bincount(logits.argmax(1))
-                    return counts, other, third
+                    fourth = bc(logits.argmax(1), minlength=k)
+                    return counts, other, third, fourth
             """,
             unsafe_fixes=True,
-            note="an input that is not a plain name is evaluated once; a fixed line longer than the "
-                 "file's line length (88 here) is laid out over several lines",
+            note="an input that is not a plain name is evaluated once; a module-level constant bound; "
+                 "`minlength=k` from a parameter is not known to hold (display-only)",
         ),
     ]
     valid = [
@@ -214,6 +224,12 @@ def _scatter_fix(node: ast.Call, source: ast.expr, offset: int, ctx: RuleContext
     bins = literal(minlength)
     if bins is not NOT_LITERAL and not (isinstance(bins, int) and not isinstance(bins, bool) and bins > 0):
         return None
+    # Values at or past `minlength` are ordinary input (a label the batch happens to hold, a
+    # bound computed from the data): the rewrite is applied only where the facts prove every
+    # value lies in [0, K) for a constant K; elsewhere it is only shown.
+    bound = _constant(minlength, ctx)
+    proven = bound is not None and _values_in_range(source, bound, ctx, depth=0)
+    applicability = Applicability.UNSAFE if proven else Applicability.DISPLAY_ONLY
     torch, imports = torch_prefix(ctx)
     k = argument_text(ctx, minlength)
     if is_simple(source) and "\n" not in ctx.text(source):
@@ -224,8 +240,91 @@ def _scatter_fix(node: ast.Call, source: ast.expr, offset: int, ctx: RuleContext
         text = (f"(lambda i: {torch}.zeros({k}, dtype={torch}.long, device=i.device)"
                 f".scatter_add_(0, i, {torch}.ones_like(i)))({receiver_text(ctx, source)}.long())")
     return ctx.fix(
-        Applicability.UNSAFE,
+        applicability,
         "Count into `minlength` bins with `scatter_add_` (no host read; values must be below it)",
         [ctx.replace(node, text)],
         imports=imports,
     )
+
+
+def _int(node: ast.expr | None) -> int | None:
+    value = literal(node)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _constant(node: ast.expr, ctx: RuleContext) -> int | None:
+    """An int literal, or a module-level name assigned one int literal exactly once."""
+    value = _int(node)
+    if value is not None or not isinstance(node, ast.Name):
+        return value
+    found = [stmt for stmt in ctx.analysis.tree.body if isinstance(stmt, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets)]
+    stores = sum(1 for n in ast.walk(ctx.analysis.tree)
+                 if isinstance(n, ast.Name) and n.id == node.id and not isinstance(n.ctx, ast.Load))
+    if len(found) == 1 and stores == 1 and len(found[0].targets) == 1:
+        return _int(found[0].value)
+    return None
+
+
+def _values_in_range(node: ast.expr, bound: int, ctx: RuleContext, depth: int) -> bool:
+    """Are the values of `node` known to lie in [0, bound)? `x.clamp(0, k)` / `torch.clamp`
+    / `clip` with 0 <= k < bound, `x % k` / `remainder` with 0 < k <= bound,
+    `torch.randint(low, high, ...)` with 0 <= low and high <= bound, dtype casts of those,
+    and a name assigned one of them just before, in the same block."""
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Name):
+        value = _assigned_before(node.id, ctx)
+        return value is not None and _values_in_range(value, bound, ctx, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        k = _constant(node.right, ctx)
+        return k is not None and 0 < k <= bound
+    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args) \
+            or any(kw.arg is None for kw in node.keywords):
+        return False
+    name = ctx.call_name(node)
+    method = node.func.attr if name is None and isinstance(node.func, ast.Attribute) else None
+    if method in ("long", "int", "short") and not node.args:
+        return _values_in_range(node.func.value, bound, ctx, depth + 1)
+    if name in ("torch.clamp", "torch.clip") or method in ("clamp", "clip"):
+        offset = 1 if name else 0
+        low, high = _int(argument(node, offset, "min")), _int(argument(node, offset + 1, "max"))
+        return low is not None and high is not None and 0 <= low and high < bound
+    if name == "torch.remainder" or method == "remainder":
+        other = argument(node, 1 if name else 0, "other")
+        k = _constant(other, ctx) if other is not None else None
+        return k is not None and 0 < k <= bound
+    if name == "torch.randint":
+        if len(node.args) >= 3:
+            low, high = _int(node.args[0]), _int(node.args[1])
+        else:
+            low, high = 0, _int(argument(node, 0, "high"))
+        return low is not None and high is not None and 0 <= low and high <= bound
+    return False
+
+
+def _assigned_before(name: str, ctx: RuleContext) -> ast.expr | None:
+    """The value assigned to `name` by the last statement binding it before the current one,
+    in the same block, when that statement is a plain `name = value`."""
+    statement = ctx.statement
+    block = _block_of(statement, ctx)
+    if block is None:
+        return None
+    for stmt in reversed(block[: block.index(statement)]):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id == name:
+            return stmt.value
+        if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(stmt)):
+            return None
+    return None
+
+
+def _block_of(statement: ast.stmt | None, ctx: RuleContext) -> list[ast.stmt] | None:
+    if statement is None:
+        return None
+    parent = ctx.parent(statement)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(stmt is statement for stmt in block):
+            return block
+    return None

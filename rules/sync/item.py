@@ -6,6 +6,8 @@ from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
+from ._support import receiver_text
+
 
 class TensorItem(Rule):
     """## What it does
@@ -40,11 +42,17 @@ class TensorItem(Rule):
     ```
 
     ## Fix safety
-    One use has a fix: counting a boolean mask, `m.sum().item()`, becomes `m.sum()`, the same
-    count as a 0-dim tensor that stays on the device (`correct += (pred == y).sum()`). It is
-    unsafe because the result is a tensor instead of a Python `int`: code that needs an `int`
-    (`range(n)`, formatting with `:d`, JSON) fails or syncs there instead. Other uses have no
-    automatic fix: what replaces `.item()` depends on what the value is used for.
+    Counting a boolean mask, `m.sum().item()`, becomes `m.sum()`: the same count as a 0-dim
+    `int64` tensor that stays on the device (`correct += (pred == y).sum()`). It is unsafe
+    because the result is a tensor, not an `int` (`json.dumps`, `is`, `type()` see the
+    difference). It is offered only when nothing reads the count to the host again as often as
+    it is made (`if n:`, `int(n)`, `range(n)`, formatting, a list index, a non-torch call): there
+    the rewrite would only move the sync.
+
+    A per-step logging list, `losses.append(loss.item())` in a loop, gets a display-only
+    suggestion: append `loss.detach()` and read the list once after the loop
+    (`torch.stack(losses).tolist()`: the same floats, one sync; guard an empty list, where
+    `torch.stack` raises). It is never applied: every later reader of the list must change too.
 
     ## References
     - [PyTorch performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization)
@@ -109,6 +117,62 @@ class TensorItem(Rule):
             """,
             note="counting a mask",
         ),
+        Invalid(
+            """
+            for x, y in loader:
+                pred = model(x).argmax(1)
+                if (pred == y).sum().item():
+                    hits += int((pred != y).sum().item())
+            """,
+            count=2,
+            unsafe_fixes=True,
+            fixed="""
+            for x, y in loader:
+                pred = model(x).argmax(1)
+                if (pred == y).sum().item():
+                    hits += int((pred != y).sum().item())
+            """,
+            note="no fix where the count is read to the host anyway: the sync would only move",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def train(model, loader, criterion):
+                for x, y in loader:
+                    seen = (model(x).argmax(1) == y).sum().item()
+                    print(f"{seen} right")
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            def train(model, loader, criterion):
+                for x, y in loader:
+                    seen = (model(x).argmax(1) == y).sum().item()
+                    print(f"{seen} right")
+            """,
+            note="the count is formatted one statement later: no fix",
+        ),
+        Invalid(
+            """
+            losses = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                losses.append(loss.item())
+            print(sum(losses) / len(losses))
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            losses = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                losses.append(loss.item())
+            print(sum(losses) / len(losses))
+            """,
+            note="a per-step logging list: a display-only suggestion to keep the tensors and read "
+                 "them once (`torch.stack(losses).tolist()`) after the loop",
+        ),
     ]
     valid = [
         Valid(
@@ -150,6 +214,18 @@ class TensorItem(Rule):
             """,
             note="__init__ runs once",
         ),
+        Valid(
+            """
+            import torch
+
+            losses = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                losses.append(loss.detach())
+            history = torch.stack(losses).tolist()
+            """,
+            note="the logging list keeps the tensors and is read once, after the loop",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -174,7 +250,8 @@ class TensorItem(Rule):
             return
         receiver, _ = call
         if ctx.maybe_tensor(receiver):
-            ctx.report(node, fix=self._count_fix(node, receiver, ctx))
+            fix = self._count_fix(node, receiver, ctx) or self._logging_list(node, receiver, ctx)
+            ctx.report(node, fix=fix)
 
     def _count_fix(self, node: ast.Call, receiver: ast.expr, ctx: RuleContext):
         """`mask.sum().item()` -> `mask.sum()`: a count that stays on the device."""
@@ -184,5 +261,23 @@ class TensorItem(Rule):
             return None
         if not ctx.is_bool_tensor(receiver.func.value):
             return None
+        if ctx.reaches_host(node):  # `if n:`, `int(n)`...: the rewrite would only move the sync
+            return None
         return ctx.fix(Applicability.UNSAFE, "Keep the count on the device",
                        [ctx.replace(node, ctx.text(receiver))])
+
+    def _logging_list(self, node: ast.Call, receiver: ast.expr, ctx: RuleContext):
+        """`losses.append(loss.item())` in a loop: suggest keeping the tensors (display-only)."""
+        parent = ctx.parent(node)
+        if not (ctx.in_loop and isinstance(parent, ast.Call) and parent.args == [node] and not parent.keywords
+                and isinstance(parent.func, ast.Attribute) and parent.func.attr == "append"
+                and isinstance(parent.func.value, ast.Name)
+                and isinstance(node.func, ast.Attribute) and node.func.value is receiver and not node.args):
+            return None
+        name = parent.func.value.id
+        return ctx.fix(
+            Applicability.DISPLAY_ONLY,
+            f"Keep the tensors (`{name}.append({receiver_text(ctx, receiver)}.detach())`) and read them once after the loop "
+            f"(`torch.stack({name}).tolist()`)",
+            [ctx.replace(node, f"{receiver_text(ctx, receiver)}.detach()")],
+        )

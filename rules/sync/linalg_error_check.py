@@ -56,14 +56,15 @@ class LinalgErrorCheck(Rule):
 
     ## Fix safety
     The fix calls the `_ex` variant with the same arguments and takes the same result:
-    `inv_ex(A).inverse`, `cholesky_ex(A).L`, `solve_ex(A, B).result`, `lu_factor_ex(A)[:2]`,
-    `ldl_factor_ex(A)[:2]` (or the field, when the call is followed by `.LU`, `.pivots`,
-    `.LD`, or an index). On valid inputs the values and gradients are the same. It is unsafe
-    because a singular or non-positive-definite input no longer raises (`LinAlgError` /
-    `RuntimeError`): the result is garbage (inf / NaN) and `info` is non-zero. For
-    `lu_factor` and `ldl_factor`, `[:2]` is a plain tuple: unpacking and indexing work, but
-    `.LU` / `.pivots` on a stored result does not. No fix is offered with `out=` or
-    `**kwargs`, and none exists for the functions without an `_ex` variant.
+    `inv_ex(A).inverse`, `cholesky_ex(A).L`, `solve_ex(A, B).result`; `lu_factor_ex(A)[:2]`
+    and `ldl_factor_ex(A)[:2]` only where the result is unpacked (`LU, piv = ...`), or the
+    field read right after the call (`.LU`, `.pivots`, `.LD`, `[0]`). On valid inputs the
+    values and gradients are the same. It is unsafe because a singular or
+    non-positive-definite input no longer raises: the result holds inf / NaN and `info` is
+    non-zero. No fix is offered where raising is the purpose: an error-checking branch
+    (`if check_errors:`, `if validate_args:`, `if strict:`), a `try` whose handler catches the
+    error (`LinAlgError`, `RuntimeError`, `Exception`), a `pytest.raises` block, a
+    `check_*`/`validate_*` function; nor with `out=` or `**kwargs`.
 
     ## References
     - [torch.linalg](https://pytorch.org/docs/stable/linalg.html): "When inputs are on a CUDA device, this function synchronizes that device with the CPU. For a version of this function that does not synchronize, see …_ex".
@@ -150,6 +151,56 @@ class LinalgErrorCheck(Rule):
             count=2,
             note="`svd` runs the same kernel and status check as `svdvals`",
         ),
+        Invalid(
+            """
+            import torch
+
+            class Gaussian(torch.nn.Module):
+                def forward(self, cov, check_errors: bool = False):
+                    if check_errors:
+                        torch.linalg.cholesky(cov)
+                    try:
+                        chol = torch.linalg.cholesky(cov)
+                    except torch.linalg.LinAlgError:
+                        chol = None
+                    return chol
+            """,
+            count=2,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            class Gaussian(torch.nn.Module):
+                def forward(self, cov, check_errors: bool = False):
+                    if check_errors:
+                        torch.linalg.cholesky(cov)
+                    try:
+                        chol = torch.linalg.cholesky(cov)
+                    except torch.linalg.LinAlgError:
+                        chol = None
+                    return chol
+            """,
+            note="no fix where raising is the purpose: an explicit error-checking branch, a `try` "
+                 "that catches the error",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                factors = torch.linalg.lu_factor(model(x))
+                out = torch.linalg.lu_solve(factors.LU, factors.pivots, y)
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                factors = torch.linalg.lu_factor(model(x))
+                out = torch.linalg.lu_solve(factors.LU, factors.pivots, y)
+            """,
+            note="a stored `lu_factor` result read by field: `[:2]` would be a plain tuple, so no fix",
+        ),
     ]
     valid = [
         Valid(
@@ -229,7 +280,7 @@ class LinalgErrorCheck(Rule):
             return
         label = name if name is not None else f"Tensor.{node.func.attr}"  # type: ignore[union-attr]
         if function in _WITH_EX:
-            fix = self._fix(node, ctx, function, method, source)
+            fix = None if _raising_is_the_purpose(node, ctx) else self._fix(node, ctx, function, method, source)
             ctx.report(node, fix=fix, call=f"{label}()", hint=f"; `torch.linalg.{function}_ex` does not")
         else:
             ctx.report(node, call=f"{label}()", hint="")
@@ -247,8 +298,11 @@ class LinalgErrorCheck(Rule):
                 isinstance(parent, ast.Subscript) and parent.value is node
                 and isinstance(parent.slice, ast.Constant) and parent.slice.value in (0, 1)):
             suffix = ""  # `.LU` / `[0]` reads the same field from the `_ex` result
+        elif isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0], (ast.Tuple, ast.List)) and len(parent.targets[0].elts) == 2:
+            suffix = "[:2]"  # `LU, piv = ...`: unpacking a plain tuple works the same
         else:
-            suffix = "[:2]"
+            return None  # a stored result read as `.LU` later: a plain tuple has no fields
         edits = []
         imports: list[str] = []
         func = node.func
@@ -288,3 +342,47 @@ def _torch_of(ctx: RuleContext, func: ast.Attribute) -> str:
             return ctx.text(node)
         node = node.value
     return ctx.text(node) if ctx.qualname(node) == "torch" else torch_prefix(ctx)[0]
+
+
+_CHECK_WORDS = ("check", "valid", "strict", "safe", "raise", "error", "debug", "assert")
+_CAUGHT = ("LinAlgError", "RuntimeError", "Exception", "BaseException", "ValueError")
+
+
+def _raising_is_the_purpose(node: ast.AST, ctx: RuleContext) -> bool:
+    """The call sits where its error is wanted: an `if check_errors:` branch, the body of a
+    `try` that catches `LinAlgError`, a `pytest.raises` block, a `check_*` function."""
+    child, current = node, ctx.parent(node)
+    while current is not None:
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = current.name.lstrip("_").lower()
+            return name.startswith(("check", "validate", "assert", "verify"))
+        if isinstance(current, ast.If) and child is not current.test and _mentions_check(current.test):
+            return True
+        if isinstance(current, ast.Try) and any(child is stmt for stmt in current.body) \
+                and any(_catches(handler) for handler in current.handlers):
+            return True
+        if isinstance(current, (ast.With, ast.AsyncWith)) and any(
+                isinstance(item.context_expr, ast.Call) and ctx.text(item.context_expr.func).endswith("raises")
+                for item in current.items):
+            return True
+        child, current = current, ctx.parent(current)
+    return False
+
+
+def _mentions_check(test: ast.expr) -> bool:
+    for part in ast.walk(test):
+        word = part.id if isinstance(part, ast.Name) else part.attr if isinstance(part, ast.Attribute) else None
+        if word is not None and any(w in word.lower() for w in _CHECK_WORDS):
+            return True
+    return False
+
+
+def _catches(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    for kind in types:
+        name = kind.id if isinstance(kind, ast.Name) else kind.attr if isinstance(kind, ast.Attribute) else ""
+        if name.endswith(_CAUGHT):
+            return True
+    return False

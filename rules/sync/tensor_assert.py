@@ -78,6 +78,9 @@ class TensorAssert(Rule):
     - `python -O` strips `assert` statements but not `torch._assert_async`, so the check
       now runs in optimized mode too.
 
+    No fix is offered where the failure is caught (`try: ... except AssertionError:`): there
+    failing is ordinary control flow, not a broken invariant.
+
     Passing checks behave the same: `_assert_async` accepts exactly the single-element
     tensors that `bool()` accepts, and treats them the same way (NaN is true).
 
@@ -191,6 +194,32 @@ class TensorAssert(Rule):
             unsafe_fixes=True,
             note="a parenthesized multi-line message and its comment are kept",
         ),
+        Invalid(
+            """
+            import torch
+
+            class Robust(torch.nn.Module):
+                def forward(self, x):
+                    try:
+                        assert torch.isfinite(x).all()
+                    except AssertionError:
+                        x = torch.nan_to_num(x)
+                    return x
+            """,
+            fixed="""
+            import torch
+
+            class Robust(torch.nn.Module):
+                def forward(self, x):
+                    try:
+                        assert torch.isfinite(x).all()
+                    except AssertionError:
+                        x = torch.nan_to_num(x)
+                    return x
+            """,
+            unsafe_fixes=True,
+            note="no fix where the AssertionError is caught: failing is control flow there",
+        ),
     ]
     valid = [
         Valid(
@@ -276,6 +305,8 @@ class TensorAssert(Rule):
         condition = test.operand if negated else test
         if isinstance(condition, (ast.BoolOp, ast.UnaryOp)) or not ctx.is_tensor(condition):
             return None
+        if _failure_is_caught(node, ctx):
+            return None  # the AssertionError is handled: a device-side assert cannot be
         message = node.msg
         if message is not None and not (isinstance(message, ast.Constant) and isinstance(message.value, str)):
             return None  # a computed message would be built every step (and must be a str)
@@ -301,3 +332,20 @@ class TensorAssert(Rule):
             [ctx.replace(node, f"{torch}._assert_async({args})")],
             imports=imports,
         )
+
+
+def _failure_is_caught(node: ast.stmt, ctx: RuleContext) -> bool:
+    """The assert sits in the body of a `try` whose handler catches `AssertionError` (or
+    everything): the failure is part of the control flow, not an invariant."""
+    child, current = node, ctx.parent(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(current, ast.Try) and any(child is stmt for stmt in current.body):
+            for handler in current.handlers:
+                kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+                for kind in kinds:
+                    name = "" if kind is None else kind.id if isinstance(kind, ast.Name) else \
+                        kind.attr if isinstance(kind, ast.Attribute) else "?"
+                    if name in ("", "AssertionError", "Exception", "BaseException"):
+                        return True
+        child, current = current, ctx.parent(current)
+    return False

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.shapes import same_shape
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
@@ -39,18 +40,19 @@ class TensorEqual(Rule):
     ```
 
     ## Fix safety
-    The fix replaces `torch.allclose(a, b, ...)` with `torch.isclose(a, b, ...).all()` (the
-    same arguments, which `allclose` itself passes to `isclose`) and `torch.equal(a, b)`
-    with `(a == b).all()`. It is unsafe because:
+    `torch.allclose(a, b, ...)` becomes `torch.isclose(a, b, ...).all()` (the same arguments,
+    which `allclose` itself passes to `isclose`; both broadcast). `torch.equal(a, b)` becomes
+    `(a == b).all()` only when `a` and `b` are known to have the same shape (one is computed
+    elementwise from the other, e.g. `torch.equal(x, x.round())`); otherwise the rewrite is
+    display-only, because `torch.equal` returns `False` for different shapes while `==`
+    broadcasts or raises, and different shapes are common (a kernel called with train and test
+    inputs).
 
-    - the result is a 0-dim bool tensor, not a `bool`: `result is True`, JSON encoding, or a
-      later `if result:` behave differently (the last one still syncs, just elsewhere);
-    - `torch.equal` returns `False` for tensors of different shapes, while `==` broadcasts
-      (e.g. a `(1,)` tensor against a `(3,)` one) or raises.
-
-    NaN compares unequal and mixed dtypes compare by value in both. When the result is
-    immediately used as a condition (`if torch.equal(a, b):`, `assert torch.allclose(...)`,
-    `not`, `and`/`or`) no fix is offered: the truth test would read the tensor anyway.
+    The fixes are unsafe because the result is a 0-dim bool tensor, not a `bool`
+    (`result is True`, JSON encoding). No fix is offered where the answer is read on the host
+    again as often as it is made (`if`, `assert`, `not`, `and`/`or`, `bool()`, formatting,
+    also one assignment later, as in `same = torch.equal(a, b)` then `if not same:`): there
+    the sync would only move. NaN compares unequal and mixed dtypes compare by value in both.
 
     ## References
     - `cuda_equal` (aten/src/ATen/native/cuda/Equal.cpp) and `allclose`
@@ -74,21 +76,24 @@ class TensorEqual(Rule):
                 if torch.allclose(out, y):
                     pass
                 assert out.equal(y)
+                c = torch.equal(out, out.round())
             """,
-            count=4,
+            count=5,
             fixed="""
             import torch
 
             for x, y in loader:
                 out = model(x)
-                a = (out == y).all()
+                a = torch.equal(out, y)
                 b = out.isclose(y, rtol=1e-3).all()
                 if torch.allclose(out, y):
                     pass
                 assert out.equal(y)
+                c = (out == out.round()).all()
             """,
             unsafe_fixes=True,
-            note="no fix where the result is used as a condition",
+            note="no fix where the result is used as a condition; `equal` is rewritten only for "
+                 "shapes known equal (display-only otherwise)",
         ),
         Invalid(
             """
@@ -107,11 +112,56 @@ class TensorEqual(Rule):
 
             class Check(T.nn.Module):
                 def forward(self, x, y):
-                    same = [T.isclose(x, y, 1e-4, 1e-6, True).all(), (x == y + 1).all()]
+                    same = [T.isclose(x, y, 1e-4, 1e-6, True).all(), T.Tensor.equal(x, y + 1)]
                     return same, not T.equal(x, y)
             """,
             unsafe_fixes=True,
             note="aliases, positional tolerances, the unbound method",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Kernel(torch.nn.Module):
+                def forward(self, x1, x2):
+                    x1_eq_x2 = torch.equal(x1, x2)
+                    if not x1_eq_x2:
+                        return x1 - x2
+                    return torch.zeros_like(x1)
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            class Kernel(torch.nn.Module):
+                def forward(self, x1, x2):
+                    x1_eq_x2 = torch.equal(x1, x2)
+                    if not x1_eq_x2:
+                        return x1 - x2
+                    return torch.zeros_like(x1)
+            """,
+            note="the answer is a condition one assignment later (gpytorch's kernels): no fix; "
+                 "x1 and x2 often differ in shape there, too",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                unchanged = torch.equal(out.clamp(0, 1), out)
+                history.append(unchanged)
+            """,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                unchanged = (out.clamp(0, 1) == out).all()
+                history.append(unchanged)
+            """,
+            note="shapes known equal: `clamp` with scalar bounds keeps the shape",
         ),
     ]
     valid = [
@@ -182,7 +232,9 @@ class TensorEqual(Rule):
             if right is not None and not ctx.value(right).maybe_tensor:
                 return  # `obj.equal(3)`, `a.equal("x")`: not a tensor comparison
         fix = None
-        if not _used_as_condition(node, ctx) and not opaque_arguments(node):
+        # Where the answer is read on the host anyway (`if same:`, `not same`, `f"{same}"`,
+        # one assignment later too), a tensor would only move the sync.
+        if not opaque_arguments(node) and not ctx.reaches_host(node):
             fix = self._fix(node, ctx, kind, name, left, right, qualified)
         ctx.report(node, fix=fix, call=f"{'torch' if name in _FUNCTIONS else 'Tensor'}.{kind}()")
 
@@ -193,6 +245,12 @@ class TensorEqual(Rule):
             if len(node.args) + len(node.keywords) != (2 if name in _FUNCTIONS or qualified else 1):
                 return None
             text = f"({operand_text(ctx, left, True)} == {operand_text(ctx, right, True)}).all()"
+            if not same_shape(left, right, ctx.qualname):
+                # `torch.equal` is False for different shapes, where `==` broadcasts or raises:
+                # common (train and test inputs of a kernel), so only shown.
+                return ctx.fix(Applicability.DISPLAY_ONLY,
+                               "Compare on the device with `(a == b).all()` (only if the shapes are equal)",
+                               [ctx.replace(node, text)])
             message = "Compare on the device with `(a == b).all()`"
         else:
             func = node.func
@@ -211,22 +269,3 @@ class TensorEqual(Rule):
             message = "Compare on the device with `torch.isclose(...).all()`"
             return ctx.fix(Applicability.UNSAFE, message, [ctx.replace(node, text)], imports=imports)
         return ctx.fix(Applicability.UNSAFE, message, [ctx.replace(node, text)])
-
-
-_CONDITIONS = (ast.If, ast.While, ast.Assert, ast.IfExp)
-
-
-def _used_as_condition(node: ast.Call, ctx: RuleContext) -> bool:
-    """The result goes straight into a truth test, which would read it to the host anyway."""
-    parent = ctx.parent(node)
-    if isinstance(parent, _CONDITIONS) and parent.test is node:
-        return True
-    if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
-        return True
-    if isinstance(parent, ast.BoolOp):
-        return True
-    if isinstance(parent, ast.comprehension) and any(cond is node for cond in parent.ifs):
-        return True
-    if isinstance(parent, ast.Call) and ctx.call_name(parent) == "builtins.bool":
-        return True
-    return False

@@ -59,11 +59,11 @@ class Unique(Rule):
     counts every NaN as a distinct value, and so does `!=`), 0-dim and empty tensors.
 
     The fix is unsafe because the result is a 0-dim `int64` tensor on the input's device
-    instead of a Python `int`: code that uses it as a size, a range bound or in `if`, or
-    prints it, reads it to the host again (a sync somewhere else), and `count == k` gives a
-    tensor. It is offered only when the count is the only use of the unique values and
-    `sorted`, `return_inverse=False`, `return_counts=False`, `dim=None` are the only other
-    arguments.
+    instead of a Python `int` (`count == k` gives a tensor; `json.dumps` fails). It is offered
+    only when nothing reads the count to the host again as often as it is made (`if n > 1:`,
+    `range(n)`, `int(n)`, formatting, a non-torch call: there the sync would only move), when
+    the count is the only use of the unique values, and when `sorted`, `return_inverse=False`,
+    `return_counts=False`, `dim=None` are the only other arguments.
 
     ## References
     - `unique_cuda_template` in aten/src/ATen/native/cuda/UniqueCub.cu reads the number of
@@ -164,6 +164,30 @@ class Unique(Rule):
             unsafe_fixes=True,
             note="no count fix with return_counts or dim (rows, not values)",
         ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                n = torch.unique(y).numel()
+                if n > 1:
+                    loss = criterion(model(x), y)
+                weights = torch.ones(len(y.unique()))
+            """,
+            count=2,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                n = torch.unique(y).numel()
+                if n > 1:
+                    loss = criterion(model(x), y)
+                weights = torch.ones(len(y.unique()))
+            """,
+            note="no count fix where the count is read on the host (a condition, a size): the "
+                 "sync would only move",
+        ),
     ]
     valid = [
         Valid(
@@ -235,7 +259,8 @@ class Unique(Rule):
         kind, source, label = match
         fix = None
         target = _count_target(node, ctx)
-        if target is not None and source is not None and _count_fix_allowed(node, ctx, kind):
+        if target is not None and source is not None and _count_fix_allowed(node, ctx, kind) \
+                and not ctx.reaches_host(target):  # `if n > 1:`, `range(n)`: the sync would only move
             values = receiver_text(ctx, source) + ".flatten()"
             if kind == "unique":
                 values += ".sort().values"
