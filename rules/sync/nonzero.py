@@ -8,6 +8,9 @@ from perflint.facts.values import Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
+from ._support import statement_line_bounds
+from .boolean_mask import count_reaches_host
+
 _FUNCTIONS = {"torch.nonzero": "torch.nonzero", "torch.argwhere": "torch.argwhere"}
 
 
@@ -231,6 +234,8 @@ class Nonzero(Rule):
         assert isinstance(inner, ast.Call)
         if any(kw.arg == "out" for kw in inner.keywords):
             return
+        if count_reaches_host(whole, ctx):
+            return  # the count would be read back on the host: the sync would only move
         torch = ctx.torch_alias()
         text = f"{torch or 'torch'}.count_nonzero({ctx.text(found[1])})"
         fix = ctx.fix(
@@ -242,17 +247,35 @@ class Nonzero(Rule):
         ctx.report(inner, fix=fix, call=found[0])
 
     def visit_Assign(self, node: ast.Assign, ctx: RuleContext) -> None:
-        """`x[torch.where(c)] = v` -> `x.masked_fill_(c, v)` (or a `torch.where` copy)."""
+        """`x[torch.where(c)] = v` -> `x.masked_fill_(c, v)` (or a `torch.where` copy), and
+        `idx = torch.where(c); x[idx] = v` when `idx` is used nowhere else."""
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
             return
         target = node.targets[0]
+        if isinstance(target.slice, ast.Name):
+            self._two_statement_write(node, target, ctx)
+            return
         found = self._sync_call(target.slice, ctx)
         if found is None or not found[2] or found[1] is None:
             return
         assert isinstance(target.slice, ast.Call)
-        x, cond, value = target.value, found[1], node.value
-        if not is_simple_reference(x) or not ctx.is_bool_tensor(cond) or ctx.maybe_tensor(x) is False:
+        made = self._write_replacement(node, target, found[1], ctx)
+        if made is None:
             return
+        replacement, imports, safe = made
+        fix = ctx.fix(
+            Applicability.SAFE if safe else Applicability.UNSAFE,
+            "Write through the mask in place without computing indices",
+            [ctx.replace(node, replacement)],
+            imports=imports,
+        )
+        ctx.report(target.slice, fix=fix, call=found[0])
+
+    def _write_replacement(self, node: ast.Assign, target: ast.Subscript, cond: ast.expr,
+                           ctx: RuleContext) -> tuple[str, list[str], bool] | None:
+        x, value = target.value, node.value
+        if not is_simple_reference(x) or not ctx.is_bool_tensor(cond) or ctx.maybe_tensor(x) is False:
+            return None
         torch = ctx.torch_alias()
         t = torch or "torch"
         x_text, c_text, v_text = ctx.text(x), ctx.text(cond), ctx.text(value)
@@ -264,15 +287,75 @@ class Nonzero(Rule):
             replacement = f"{x_text}.copy_({t}.where({c_text}, {_paren(v_text, value)}.to({x_text}.dtype), {x_text}))"
             imports = [] if torch else ["torch"]
         else:
+            return None
+        return replacement, imports, mask_has_shape_of(cond, x, ctx.qualname)
+
+    def _two_statement_write(self, node: ast.Assign, target: ast.Subscript, ctx: RuleContext) -> None:
+        """`idx = torch.nonzero(c, as_tuple=True)` directly followed by `x[idx] = v`."""
+        assert isinstance(target.slice, ast.Name)
+        name = target.slice.id
+        block = _block_of(node, ctx)
+        if block is None:
             return
-        same_shape = mask_has_shape_of(cond, x, ctx.qualname)
+        position = block.index(node)
+        if position == 0:
+            return
+        previous = block[position - 1]
+        if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1
+                and isinstance(previous.targets[0], ast.Name) and previous.targets[0].id == name):
+            return
+        found = self._sync_call(previous.value, ctx)
+        if found is None or not found[2] or found[1] is None:
+            return
+        if not _used_only_in(name, target.slice, previous.targets[0], ctx):
+            return
+        # the indices are computed right before the write; nothing between the two statements
+        start, end_previous = ctx.offsets(previous)
+        start_write, end = ctx.offsets(node)
+        if ctx.source.text[end_previous:start_write].strip() not in ("", ";"):
+            return  # a comment in between would be lost
+        cond = found[1]
+        made = self._write_replacement(node, target, cond, ctx)
+        if made is None:
+            return
+        replacement, imports, safe = made
+        if any(isinstance(sub, ast.Name) and sub.id == name for sub in ast.walk(cond)):
+            return
+        if statement_line_bounds(ctx, previous) is None:
+            return
         fix = ctx.fix(
-            Applicability.SAFE if same_shape else Applicability.UNSAFE,
+            Applicability.SAFE if safe else Applicability.UNSAFE,
             "Write through the mask in place without computing indices",
-            [ctx.replace(node, replacement)],
+            [(start, end, replacement)],
             imports=imports,
         )
-        ctx.report(target.slice, fix=fix, call=found[0])
+        ctx.report(previous.value, fix=fix, call=found[0])
+
+
+def _block_of(statement: ast.stmt, ctx: RuleContext) -> list[ast.stmt] | None:
+    parent = ctx.parent(statement)
+    if parent is None:
+        parent = ctx.analysis.tree
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            return block
+    return None
+
+
+def _used_only_in(name: str, load: ast.Name, store: ast.Name, ctx: RuleContext) -> bool:
+    """`name` appears in its scope only as `store` and `load` (no other read or write)."""
+    scope = ctx.function_node or ctx.analysis.tree
+    for sub in ast.walk(scope):
+        if isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
+            return False
+        if isinstance(sub, ast.Name) and sub.id == name and sub is not load and sub is not store:
+            return False
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and sub is not scope:
+            args = sub.args
+            if any(a.arg == name for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]):
+                return False
+    return True
 
 
 def _as_tuple(call: ast.Call) -> bool:
