@@ -245,10 +245,12 @@ class BooleanMaskIndexing(Rule):
         if mask is None or not isinstance(inner, ast.Subscript) or isinstance(inner.slice, ast.Tuple):
             return
         x = inner.value
-        if not is_simple_reference(x) or not is_simple_reference(mask):
-            return  # both are repeated in the rewrite
+        if not is_simple_reference(x):
+            return  # repeated in the rewrite
         dtype = ctx.value(x).dtype
         provable = has_shape_of(mask, x, ctx)
+        if not provable and not is_simple_reference(mask):
+            return  # the widened mask repeats it three times
         t, imports = _torch(ctx)
         m = _mask_for(mask, x, provable, ctx)
         xt = ctx.text(x)
@@ -312,6 +314,8 @@ class BooleanMaskIndexing(Rule):
         op = _COUNTED_COMPARISONS[type(compare.ops[0])]
         sides = [ctx.text(o.value) if isinstance(o, ast.Subscript) else operand_text(ctx, o, comparison=True)
                  for o in operands]
+        if any(proven) and not isinstance(mask, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            m = f"({m})"
         text = f"({sides[0]} {op} {sides[1]}) & {m}"
         t, imports = _torch(ctx)
         if "torch." not in m:
@@ -495,9 +499,9 @@ def _mask_for(mask: ast.expr, x: ast.expr, provable: bool, ctx: RuleContext) -> 
     """The mask as an operand that selects what `x[mask]` selects: itself when it has `x`'s
     shape, else widened with trailing size-1 dimensions (a mask over the leading dimensions
     of `x` selects whole rows)."""
-    m = receiver_text(ctx, mask)
     if provable:
-        return m if isinstance(mask, (ast.Name, ast.Attribute)) else f"({ctx.text(mask)})"
+        return ctx.text(mask)
+    m = receiver_text(ctx, mask)
     xt = ctx.text(x)
     return f"{m}.reshape({m}.shape + (1,) * ({xt}.dim() - {m}.dim()))"
 
