@@ -49,8 +49,8 @@ class BooleanMaskIndexing(Rule):
         logits = model(x)
         loss = F.cross_entropy(logits, y, ignore_index=IGNORE)
     ```
-    Or keep shapes static with `torch.where(mask, x, 0)`, `masked_fill`, or multiply by the
-    mask when summing.
+    Or keep shapes static: `torch.where(mask, x, 0).sum()` instead of `x[mask].sum()`,
+    `((a == b) & mask).sum()` instead of `(a[mask] == b[mask]).sum()`, `masked_fill`.
 
     ## Fix safety
     Reads that build a tensor of data-dependent size have no automatic fix: the shape of the
@@ -65,6 +65,38 @@ class BooleanMaskIndexing(Rule):
     - Counts: `len(x[m])`, `x[m].shape[0]` and `x[m].size(0)` (and `x[m].numel()` when `m` has
       the shape of `x`) become `torch.count_nonzero(m)`: the same number as a 0-dim tensor
       instead of a Python `int`. Unsafe: code that needs an `int` syncs there instead, or fails.
+      So there is no fix when the count is read on the host in the loop that computes it
+      (`if`/`while`/`assert`, `not`/`and`/`or`, `int()`/`range()`/`len()`, formatting,
+      `.item()`, an index, or an argument of any call, followed through a name it is
+      assigned to): the sync would only move. An accumulator (`labeled += len(x[m])`)
+      becomes a 0-dim tensor; it is fixed only when it is read on the host after the loop
+      (once), and arithmetic on it then gives tensors (`correct / labeled` is a float32
+      tensor instead of a Python float).
+    - Reductions of a selection keep the shape static. A mask that is not provably of `x`'s
+      shape (and is a plain name) is widened to `m.reshape(m.shape + (1,) * (x.dim() - m.dim()))`,
+      which selects whole rows like indexing does when `m` covers the leading dimensions:
+      - `x[m].sum()` (`torch.sum(x[m])`, `.nansum()`, `.count_nonzero()`) becomes
+        `torch.where(m, x, 0).sum()`. Exact for integer and bool `x` (any order gives the same
+        integer sum; bool sums to int64 in both): safe when the dtype is known. For floating
+        `x` the same values are added in another order, with zeros in between: close, not
+        bit-exact (tested to rtol 1e-5 in float32, 1e-2 in float16), so unsafe. NaN and inf
+        in masked-out positions are dropped by both. Nothing selected: 0 in both.
+      - `x[m].mean()` becomes `torch.where(m, x, 0).sum() / torch.count_nonzero(m)`, only when
+        `m` provably has `x`'s shape. Unsafe: close, not bit-exact. Nothing selected: NaN in
+        both. Integer `x`: the original raises, the fix returns the mean as a float.
+      - `x[m].max()` / `.min()` / `.amax()` / `.amin()`, only for `x` known to be floating,
+        become `torch.where(m, x, float("-inf")).max()` (`inf` for min). Exact when something
+        is selected; when nothing is, the original raises and the fix returns -inf (inf).
+        Unsafe. No fix when the dtype is unknown (an integer `x` needs another fill value).
+      - Counts of matches: `(a[m] == b[m]).sum()` (any comparison, a Python number on one
+        side allowed; also `torch.count_nonzero(...)` of it) becomes `((a == b) & m).sum()`,
+        an exact integer count when the selected tensors have the same shape. Safe when that
+        is provable (the mask is computed elementwise from each of them, through a name
+        bound once and module-level number constants: `keep = y != IGNORE`) or when only one
+        tensor is selected; unsafe otherwise (an `a` of another shape broadcasts
+        differently before and after selection).
+      A reduction read on the host afterwards (`x[m].sum().item()`) still syncs there: the
+      fix removes the `nonzero()`, not that read (PFL201 reports it).
     - Losses: `F.cross_entropy(logits[k], y[k])` (and `nll_loss`) becomes
       `F.cross_entropy(logits, torch.where(k, y, -100), ignore_index=-100)` (or the
       `ignore_index` already given). For `reduction` "mean" (the default) or "sum", with or
@@ -130,6 +162,37 @@ class BooleanMaskIndexing(Rule):
                 loss = F.cross_entropy(out, torch.where(labeled, y, -100), ignore_index=-100, label_smoothing=0.1)
                 n = torch.count_nonzero(labeled)
             """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                pred = model(x).argmax(1)
+                keep = y != 255
+                correct = (pred[keep] == y[keep]).sum()
+                positives = (y[keep] > 0).sum()
+                total = y[keep].sum()
+                n = len(y[keep])
+                if n > 10:
+                    print("many")
+            """,
+            count=5,
+            unsafe_fixes=True,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                pred = model(x).argmax(1)
+                keep = y != 255
+                correct = ((pred == y) & keep).sum()
+                positives = ((y > 0) & keep).sum()
+                total = torch.where(keep, y, 0).sum()
+                n = len(y[keep])
+                if n > 10:
+                    print("many")
+            """,
+            note="masked reductions keep shapes static; a count read by `if` keeps its sync (no fix)",
         ),
     ]
     valid = [

@@ -46,7 +46,11 @@ class Nonzero(Rule):
     - Counts: `len(torch.nonzero(c))`, `torch.nonzero(c).shape[0]` and `c.nonzero().size(0)`
       become `torch.count_nonzero(c)`. The count is the same, but it is a 0-dim tensor instead
       of a Python `int`: code that needs an `int` (`range(n)`, list indexing, `int(n)`) syncs
-      there instead, or fails. Unsafe.
+      there instead, or fails. Unsafe. No fix when the count is read on the host in the loop
+      that computes it (`if n:`, `range(n)`, `int(n)`, formatting, an index, any call
+      argument, followed through the name it is assigned to): the sync would only move. A
+      count accumulated and read only after the loop (`total += ...`, `float(total)` at the
+      end) is fixed: it is then read once instead of every step.
     - Writes: `x[torch.where(c)] = v` and `x[torch.nonzero(c, as_tuple=True)] = v` become
       `x.masked_fill_(c, v)` for a Python number `v`, and
       `x.copy_(torch.where(c, v.to(x.dtype), x))` for a 0-dim tensor `v` (in place, like the
@@ -57,6 +61,11 @@ class Nonzero(Rule):
       rows when indexing but is aligned to the trailing dimensions by `masked_fill_`.
       Where the original raises (a 0-dim `x`; a tensor `v` of another dtype, which integer-index
       writes reject), the fixed code runs.
+    - The same write in two statements, `idx = torch.nonzero(c, as_tuple=True)` (or
+      `torch.where(c)`) directly followed by `x[idx] = v`, gets the same fix (and the same
+      safety) when `idx` is used nowhere else in the function: the first statement is
+      removed. As above, `v` must be a Python number or a 0-dim tensor: a tensor `v` with
+      dimensions gets no fix (`x[c] = v` with it would still sync).
 
     ## References
     - [`torch.nonzero`](https://pytorch.org/docs/stable/generated/torch.nonzero.html): "When input is on CUDA, torch.nonzero() causes host-device synchronization."
@@ -110,6 +119,24 @@ class Nonzero(Rule):
                 out.copy_(torch.where(torch.isnan(out), y.mean().to(out.dtype), out))
             """,
             note="writes through a provably same-shaped mask: safe",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                idx = torch.nonzero(out < 0, as_tuple=True)
+                out[idx] = 0.0
+            """,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                out.masked_fill_(out < 0, 0.0)
+            """,
+            note="indices computed in the statement before the write, and used nowhere else",
         ),
         Invalid(
             """
