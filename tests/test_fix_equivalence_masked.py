@@ -398,3 +398,62 @@ def test_two_statement_nonzero_write_with_an_unprovable_mask_is_unsafe():
     assert "x.masked_fill_(y > 0, 1.0)" in after
     x, y = torch.zeros(3, 3), torch.tensor([1.0, -1.0, -1.0])  # rows by indexing, columns by masked_fill_
     assert not torch.equal(load_step(source)(x.clone(), y), load_step(after)(x.clone(), y))
+
+
+# --------------------------------------------------------------------------- PFL213
+SELECT_SUM = step_module(
+    """
+    return torch.masked_select(x, y > 0).sum(), x.masked_select(y > 0).count_nonzero()
+    """
+)
+
+
+def test_masked_select_sum_is_close_and_broadcasts_like_where():
+    assert fixed(SELECT_SUM, "PFL213", unsafe=False) != SELECT_SUM, "the count is exact: safe"
+    after = fixed(SELECT_SUM, "PFL213", unsafe=True)
+    assert "masked_select" not in after and "torch.where(y > 0, x, 0).sum()" in after
+    g = torch.Generator().manual_seed(6)
+    broadcast = [(torch.randn(4, 3, generator=g), torch.randn(3, generator=g)),  # mask on the trailing dim
+                 (torch.randn(3, generator=g), torch.randn(2, 3, generator=g)),  # x broadcast to the mask
+                 (torch.randn(3, 1, generator=g), torch.randn(1, 4, generator=g))]
+    for x, y in [*_pairs(), *broadcast]:
+        before, now, _ = run_both(SELECT_SUM, "PFL213", True, x, y)
+        tol = 1e-2 if x.dtype == torch.float16 else 1e-5
+        _close(before[0], now[0], rtol=tol, atol=tol)
+        assert_identical(before[1], now[1])
+    assert_fewer_syncs(SELECT_SUM, "PFL213", True, torch.randn(6), torch.randn(6))
+
+
+def test_masked_select_integer_sum_is_safe_and_identical():
+    source = step_module(
+        """
+        x = x.long()
+        return torch.masked_select(x, y > 0).sum()
+        """
+    )
+    assert "torch.where(y > 0, x, 0).sum()" in fixed(source, "PFL213", unsafe=False)
+    for x, y in [*_int_pairs(), *(((x * 100).nan_to_num(0, 0, 0), y) for x, y in _pairs())]:
+        before, now, _ = run_both(source, "PFL213", False, x, y)
+        assert_identical(before, now)
+
+
+def test_masked_select_max_is_exact_unless_nothing_is_selected():
+    source = step_module(
+        """
+        x = x.float()
+        return torch.masked_select(x, y > 0).max()
+        """
+    )
+    assert fixed(source, "PFL213", unsafe=False) == source
+    after = fixed(source, "PFL213", unsafe=True)
+    for x, y in _pairs():
+        try:
+            before, now, _ = run_both(source, "PFL213", True, x, y)
+        except OriginalRaised:
+            assert not (y > 0).any()
+            if x.numel() == 0:  # an empty tensor: max() raises in both
+                assert outcome(lambda: load_step(after)(x, y))[0] == "error"
+            else:
+                assert load_step(after)(x, y).item() == float("-inf")
+            continue
+        assert_identical(before, now)

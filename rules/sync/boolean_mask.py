@@ -86,7 +86,7 @@ class BooleanMaskIndexing(Rule):
         both. Integer `x`: the original raises, the fix returns the mean as a float.
       - `x[m].max()` / `.min()` / `.amax()` / `.amin()`, only for `x` known to be floating,
         become `torch.where(m, x, float("-inf")).max()` (`inf` for min). Exact when something
-        is selected; when nothing is, the original raises and the fix returns -inf (inf).
+        is selected; when nothing is, the original raises and the fix returns -inf (inf); an empty `x` raises in both.
         Unsafe. No fix when the dtype is unknown (an integer `x` needs another fill value).
       - Counts of matches: `(a[m] == b[m]).sum()` (any comparison, a Python number on one
         side allowed; also `torch.count_nonzero(...)` of it) becomes `((a == b) & m).sum()`,
