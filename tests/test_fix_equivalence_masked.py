@@ -457,3 +457,29 @@ def test_masked_select_max_is_exact_unless_nothing_is_selected():
                 assert load_step(after)(x, y).item() == float("-inf")
             continue
         assert_identical(before, now)
+
+
+ACCURACY_MEAN = step_module(
+    """
+    keep = y >= 0
+    return (x[keep] == y[keep]).float().mean(), (x[keep] != y[keep]).double().mean()
+    """
+)
+
+
+def test_accuracy_mean_is_unsafe_and_matches_on_the_cpu():
+    """`(a[m] == b[m]).float().mean()` -> count / count_nonzero(m). Identical on the CPU for
+    these sizes (both round k/n once); CUDA's mean multiplies by 1/n, hence unsafe/close."""
+    assert fixed(ACCURACY_MEAN, "PFL214", unsafe=False) == ACCURACY_MEAN
+    after = fixed(ACCURACY_MEAN, "PFL214", unsafe=True)
+    assert "((x == y) & keep).sum().float() / torch.count_nonzero(keep)" in after, after
+    g = torch.Generator().manual_seed(7)
+    for n in (0, 1, 3, 7, 100, 1000, 4097):
+        y = torch.randint(-1, 3, (n,), generator=g)
+        x = torch.randint(0, 3, (n,), generator=g)
+        before, now, _ = run_both(ACCURACY_MEAN, "PFL214", True, x, y)
+        for b, a in zip(before, now):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=0, equal_nan=True)
+    before, now, _ = run_both(ACCURACY_MEAN, "PFL214", True, torch.ones(3), -torch.ones(3))  # nothing kept
+    assert all(math.isnan(v) for v in (*before, *now))
+    assert_fewer_syncs(ACCURACY_MEAN, "PFL214", True, torch.ones(5), torch.ones(5))

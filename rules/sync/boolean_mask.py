@@ -95,6 +95,11 @@ class BooleanMaskIndexing(Rule):
         bound once and module-level number constants: `keep = y != IGNORE`) or when only one
         tensor is selected; unsafe otherwise (an `a` of another shape broadcasts
         differently before and after selection).
+      - Accuracies: `(a[m] == b[m]).float().mean()` (or `.double()`) becomes
+        `((a == b) & m).sum().float() / torch.count_nonzero(m)`, when the mask provably has
+        the shape of one of them (same condition as the counts). Bit-identical on the CPU
+        (both round k/n once; checked up to 10^6 elements); CUDA's `mean` multiplies by 1/n
+        instead, which may differ in the last bit: unsafe. Nothing selected: NaN in both.
       A reduction read on the host afterwards (`x[m].sum().item()`) still syncs there: the
       fix removes the `nonzero()`, not that read (PFL201 reports it).
     - Losses: `F.cross_entropy(logits[k], y[k])` (and `nll_loss`) becomes
@@ -304,6 +309,11 @@ class BooleanMaskIndexing(Rule):
             if reduction in ("sum", "count_nonzero"):
                 self._compare_count(inner, ctx)
             return
+        if reduction == "mean" and isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+                and inner.func.attr in ("float", "double") and not inner.args and not inner.keywords \
+                and isinstance(inner.func.value, ast.Compare):
+            self._compare_count(inner.func.value, ctx, mean=(whole, inner.func.attr))
+            return
         mask = self._mask_read(inner, ctx)
         if mask is None or not isinstance(inner, ast.Subscript) or isinstance(inner.slice, ast.Tuple):
             return
@@ -346,8 +356,11 @@ class BooleanMaskIndexing(Rule):
         )
         ctx.report(inner, fix=fix)
 
-    def _compare_count(self, compare: ast.Compare, ctx: RuleContext) -> None:
-        """`(a[m] == b[m]).sum()`, `(x[m] > 0).sum()` -> count `(a == b) & m`."""
+    def _compare_count(self, compare: ast.Compare, ctx: RuleContext,
+                       mean: tuple[ast.Call, str] | None = None) -> None:
+        """`(a[m] == b[m]).sum()`, `(x[m] > 0).sum()` -> count `(a == b) & m`; with `mean`
+        (the `.mean()` call and the cast), `(a[m] == b[m]).float().mean()` -> that count,
+        cast, over `torch.count_nonzero(m)`."""
         if len(compare.ops) != 1 or not type(compare.ops[0]) in _COUNTED_COMPARISONS:
             return
         operands = [compare.left, compare.comparators[0]]
@@ -365,9 +378,11 @@ class BooleanMaskIndexing(Rule):
                 return
             mask = found
             reads.append(operand)
-        if mask is None or not is_simple_reference(mask):
+        if mask is None:
             return
         proven = [has_shape_of(mask, r.value, ctx) for r in reads]
+        if not any(proven) and (mean is not None or not is_simple_reference(mask)):
+            return  # a widened mask repeats it; a mean also needs the count of selected elements
         if any(proven):
             m = _mask_for(mask, reads[0].value, True, ctx)
         else:
@@ -380,13 +395,23 @@ class BooleanMaskIndexing(Rule):
         if any(proven) and not isinstance(mask, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
             m = f"({m})"
         text = f"({sides[0]} {op} {sides[1]}) & {m}"
-        t, imports = _torch(ctx)
-        if "torch." not in m:
-            imports = []
+        imports: list[str] = []
+        if mean is None:
+            edit = ctx.replace(compare, text)
+        else:
+            whole, cast = mean
+            t, imports = _torch(ctx)
+            fraction = f"(({text}).sum().{cast}() / {t}.count_nonzero({ctx.text(mask)}))"
+            parent = ctx.parent(whole)
+            if isinstance(parent, (ast.Assign, ast.AugAssign, ast.Return)) or \
+                    (isinstance(parent, ast.Call) and any(a is whole for a in parent.args)):
+                fraction = fraction[1:-1]
+            edit = ctx.replace(whole, fraction)
+            safe = False  # the division rounds like `mean` on the CPU; CUDA's mean multiplies by 1/n
         fix = ctx.fix(
             Applicability.SAFE if safe else Applicability.UNSAFE,
             "Count the matches inside the mask (`(a == b) & mask`) instead of selecting first",
-            [ctx.replace(compare, text)],
+            [edit],
             imports=imports,
         )
         ctx.report(reads[0], fix=fix)
