@@ -483,3 +483,23 @@ def test_accuracy_mean_is_unsafe_and_matches_on_the_cpu():
     before, now, _ = run_both(ACCURACY_MEAN, "PFL214", True, torch.ones(3), -torch.ones(3))  # nothing kept
     assert all(math.isnan(v) for v in (*before, *now))
     assert_fewer_syncs(ACCURACY_MEAN, "PFL214", True, torch.ones(5), torch.ones(5))
+
+
+# --------------------------------------------------------------------------- the earlier fixes sync less too
+@pytest.mark.parametrize("code,unsafe,body", [
+    ("PFL214", False, "x = x.clone()\nx[torch.isnan(x)] = y.mean()\nreturn x"),
+    ("PFL214", False, "x = x.clone()\nx[x > 0] = y[x > 0]\nreturn x"),
+    ("PFL214", True, "return len(x[x > 0]) + x[x > 0].shape[0] + x[x > 0].numel()"),
+    ("PFL214", True, "keep = y >= 0\nreturn F.cross_entropy(x[keep], y[keep])"),
+    ("PFL211", False, "x = x.clone()\nx[torch.where(x < 0)] = 0.0\nreturn x"),
+    ("PFL211", False, "x = x.clone()\nx[torch.nonzero(torch.isnan(x), as_tuple=True)] = y.mean()\nreturn x"),
+    ("PFL211", True, "return len(torch.nonzero(x > 0)) + x.nonzero().shape[0]"),
+], ids=["mask-write-0dim", "mask-copy", "mask-counts", "masked-cross-entropy", "where-write", "nonzero-write-0dim",
+        "nonzero-counts"])
+def test_every_mask_fix_syncs_strictly_less(code, unsafe, body):
+    source = step_module(body)
+    if "cross_entropy" in body:
+        args = (torch.randn(6, 4), torch.tensor([0, -1, 3, 2, -1, 1]))
+    else:
+        args = (torch.randn(4, 5), torch.randn(4, 5))
+    assert_fewer_syncs(source, code, unsafe, *args)
