@@ -86,8 +86,8 @@ class BooleanMaskIndexing(Rule):
         both. Integer `x`: the original raises, the fix returns the mean as a float.
       - `x[m].max()` / `.min()` / `.amax()` / `.amin()`, only for `x` known to be floating,
         become `torch.where(m, x, float("-inf")).max()` (`inf` for min). Exact when something
-        is selected; when nothing is, the original raises and the fix returns -inf (inf); an empty `x` raises in both.
-        Unsafe. No fix when the dtype is unknown (an integer `x` needs another fill value).
+        is selected; when nothing is, the original raises and the fix returns -inf (inf);
+        an empty `x` raises in both. Unsafe. No fix when the dtype is unknown (an integer `x` needs another fill value).
       - Counts of matches: `(a[m] == b[m]).sum()` (any comparison, a Python number on one
         side allowed; also `torch.count_nonzero(...)` of it) becomes `((a == b) & m).sum()`,
         an exact integer count when the selected tensors have the same shape. Safe when that
@@ -99,7 +99,8 @@ class BooleanMaskIndexing(Rule):
         `((a == b) & m).sum().float() / torch.count_nonzero(m)`, when the mask provably has
         the shape of one of them (same condition as the counts). Bit-identical on the CPU
         (both round k/n once; checked up to 10^6 elements); CUDA's `mean` multiplies by 1/n
-        instead, which may differ in the last bit: unsafe. Nothing selected: NaN in both.
+        instead (`MeanOps` in ATen; not checked on a GPU), which may differ in the last
+        bit: unsafe. Nothing selected: NaN in both.
       A reduction read on the host afterwards (`x[m].sum().item()`) still syncs there: the
       fix removes the `nonzero()`, not that read (PFL201 reports it).
     - Losses: `F.cross_entropy(logits[k], y[k])` (and `nll_loss`) becomes

@@ -40,12 +40,13 @@ class MaskedSelect(Rule):
     A selection that is only reduced keeps the shape static: `torch.masked_select(x, m).sum()`
     (and `x.masked_select(m)`; `.nansum()`, `.count_nonzero()`) becomes
     `torch.where(m, x, 0).sum()`. `where` broadcasts `x` and `m` exactly as `masked_select`
-    does, so no shape condition is needed. Integer and bool sums and counts are exact (safe
-    when the dtype is known); floating sums add the same values in another order, with zeros
-    in between: close, not bit-exact, so unsafe. `.max()` / `.min()` (`amax`/`amin`), only for
-    `x` known to be floating, become `torch.where(m, x, float("-inf")).max()` (`inf` for min):
-    exact when something is selected; when nothing is, the original raises and the fix
-    returns -inf (inf); an empty `x` raises in both. Unsafe. `where` evaluates the mask before `x`: no fix when both are
+    does, so no shape condition is needed. Counts are exact (safe), and so are sums of
+    integer and bool `x` (safe when the dtype is known); floating sums add the same values in
+    another order, with zeros in between: close, not bit-exact, so unsafe. `.max()` /
+    `.min()` (`amax`/`amin`), only for `x` known to be floating, become
+    `torch.where(m, x, float("-inf")).max()` (`inf` for min): exact when something is
+    selected; when nothing is, the original raises and the fix returns -inf (inf); an empty
+    `x` raises in both. Unsafe. `where` evaluates the mask before `x`: no fix when both are
     calls. Any other use of the selection has no automatic fix: the result has a
     data-dependent shape, and what replaces it depends on how it is used.
 
