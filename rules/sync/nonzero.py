@@ -8,6 +8,9 @@ from perflint.facts.values import Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
+from ._support import statement_line_bounds
+from .boolean_mask import count_reaches_host
+
 _FUNCTIONS = {"torch.nonzero": "torch.nonzero", "torch.argwhere": "torch.argwhere"}
 
 
@@ -43,7 +46,11 @@ class Nonzero(Rule):
     - Counts: `len(torch.nonzero(c))`, `torch.nonzero(c).shape[0]` and `c.nonzero().size(0)`
       become `torch.count_nonzero(c)`. The count is the same, but it is a 0-dim tensor instead
       of a Python `int`: code that needs an `int` (`range(n)`, list indexing, `int(n)`) syncs
-      there instead, or fails. Unsafe.
+      there instead, or fails. Unsafe. No fix when the count is read on the host in the loop
+      that computes it (`if n:`, `range(n)`, `int(n)`, formatting, an index, any call
+      argument, followed through the name it is assigned to): the sync would only move. A
+      count accumulated and read only after the loop (`total += ...`, `float(total)` at the
+      end) is fixed: it is then read once instead of every step.
     - Writes: `x[torch.where(c)] = v` and `x[torch.nonzero(c, as_tuple=True)] = v` become
       `x.masked_fill_(c, v)` for a Python number `v`, and
       `x.copy_(torch.where(c, v.to(x.dtype), x))` for a 0-dim tensor `v` (in place, like the
@@ -54,6 +61,11 @@ class Nonzero(Rule):
       rows when indexing but is aligned to the trailing dimensions by `masked_fill_`.
       Where the original raises (a 0-dim `x`; a tensor `v` of another dtype, which integer-index
       writes reject), the fixed code runs.
+    - The same write in two statements, `idx = torch.nonzero(c, as_tuple=True)` (or
+      `torch.where(c)`) directly followed by `x[idx] = v`, gets the same fix (and the same
+      safety) when `idx` is used nowhere else in the function: the first statement is
+      removed. As above, `v` must be a Python number or a 0-dim tensor: a tensor `v` with
+      dimensions gets no fix (`x[c] = v` with it would still sync).
 
     ## References
     - [`torch.nonzero`](https://pytorch.org/docs/stable/generated/torch.nonzero.html): "When input is on CUDA, torch.nonzero() causes host-device synchronization."
@@ -107,6 +119,24 @@ class Nonzero(Rule):
                 out.copy_(torch.where(torch.isnan(out), y.mean().to(out.dtype), out))
             """,
             note="writes through a provably same-shaped mask: safe",
+        ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                idx = torch.nonzero(out < 0, as_tuple=True)
+                out[idx] = 0.0
+            """,
+            fixed="""
+            import torch
+
+            for x, y in loader:
+                out = model(x)
+                out.masked_fill_(out < 0, 0.0)
+            """,
+            note="indices computed in the statement before the write, and used nowhere else",
         ),
         Invalid(
             """
@@ -231,6 +261,8 @@ class Nonzero(Rule):
         assert isinstance(inner, ast.Call)
         if any(kw.arg == "out" for kw in inner.keywords):
             return
+        if count_reaches_host(whole, ctx):
+            return  # the count would be read back on the host: the sync would only move
         torch = ctx.torch_alias()
         text = f"{torch or 'torch'}.count_nonzero({ctx.text(found[1])})"
         fix = ctx.fix(
@@ -242,17 +274,35 @@ class Nonzero(Rule):
         ctx.report(inner, fix=fix, call=found[0])
 
     def visit_Assign(self, node: ast.Assign, ctx: RuleContext) -> None:
-        """`x[torch.where(c)] = v` -> `x.masked_fill_(c, v)` (or a `torch.where` copy)."""
+        """`x[torch.where(c)] = v` -> `x.masked_fill_(c, v)` (or a `torch.where` copy), and
+        `idx = torch.where(c); x[idx] = v` when `idx` is used nowhere else."""
         if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
             return
         target = node.targets[0]
+        if isinstance(target.slice, ast.Name):
+            self._two_statement_write(node, target, ctx)
+            return
         found = self._sync_call(target.slice, ctx)
         if found is None or not found[2] or found[1] is None:
             return
         assert isinstance(target.slice, ast.Call)
-        x, cond, value = target.value, found[1], node.value
-        if not is_simple_reference(x) or not ctx.is_bool_tensor(cond) or ctx.maybe_tensor(x) is False:
+        made = self._write_replacement(node, target, found[1], ctx)
+        if made is None:
             return
+        replacement, imports, safe = made
+        fix = ctx.fix(
+            Applicability.SAFE if safe else Applicability.UNSAFE,
+            "Write through the mask in place without computing indices",
+            [ctx.replace(node, replacement)],
+            imports=imports,
+        )
+        ctx.report(target.slice, fix=fix, call=found[0])
+
+    def _write_replacement(self, node: ast.Assign, target: ast.Subscript, cond: ast.expr,
+                           ctx: RuleContext) -> tuple[str, list[str], bool] | None:
+        x, value = target.value, node.value
+        if not is_simple_reference(x) or not ctx.is_bool_tensor(cond) or ctx.maybe_tensor(x) is False:
+            return None
         torch = ctx.torch_alias()
         t = torch or "torch"
         x_text, c_text, v_text = ctx.text(x), ctx.text(cond), ctx.text(value)
@@ -264,15 +314,75 @@ class Nonzero(Rule):
             replacement = f"{x_text}.copy_({t}.where({c_text}, {_paren(v_text, value)}.to({x_text}.dtype), {x_text}))"
             imports = [] if torch else ["torch"]
         else:
+            return None
+        return replacement, imports, mask_has_shape_of(cond, x, ctx.qualname)
+
+    def _two_statement_write(self, node: ast.Assign, target: ast.Subscript, ctx: RuleContext) -> None:
+        """`idx = torch.nonzero(c, as_tuple=True)` directly followed by `x[idx] = v`."""
+        assert isinstance(target.slice, ast.Name)
+        name = target.slice.id
+        block = _block_of(node, ctx)
+        if block is None:
             return
-        same_shape = mask_has_shape_of(cond, x, ctx.qualname)
+        position = block.index(node)
+        if position == 0:
+            return
+        previous = block[position - 1]
+        if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1
+                and isinstance(previous.targets[0], ast.Name) and previous.targets[0].id == name):
+            return
+        found = self._sync_call(previous.value, ctx)
+        if found is None or not found[2] or found[1] is None:
+            return
+        if not _used_only_in(name, target.slice, previous.targets[0], ctx):
+            return
+        # the indices are computed right before the write; nothing between the two statements
+        start, end_previous = ctx.offsets(previous)
+        start_write, end = ctx.offsets(node)
+        if ctx.source.text[end_previous:start_write].strip() not in ("", ";"):
+            return  # a comment in between would be lost
+        cond = found[1]
+        made = self._write_replacement(node, target, cond, ctx)
+        if made is None:
+            return
+        replacement, imports, safe = made
+        if any(isinstance(sub, ast.Name) and sub.id == name for sub in ast.walk(cond)):
+            return
+        if statement_line_bounds(ctx, previous) is None:
+            return
         fix = ctx.fix(
-            Applicability.SAFE if same_shape else Applicability.UNSAFE,
+            Applicability.SAFE if safe else Applicability.UNSAFE,
             "Write through the mask in place without computing indices",
-            [ctx.replace(node, replacement)],
+            [(start, end, replacement)],
             imports=imports,
         )
-        ctx.report(target.slice, fix=fix, call=found[0])
+        ctx.report(previous.value, fix=fix, call=found[0])
+
+
+def _block_of(statement: ast.stmt, ctx: RuleContext) -> list[ast.stmt] | None:
+    parent = ctx.parent(statement)
+    if parent is None:
+        parent = ctx.analysis.tree
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            return block
+    return None
+
+
+def _used_only_in(name: str, load: ast.Name, store: ast.Name, ctx: RuleContext) -> bool:
+    """`name` appears in its scope only as `store` and `load` (no other read or write)."""
+    scope = ctx.function_node or ctx.analysis.tree
+    for sub in ast.walk(scope):
+        if isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
+            return False
+        if isinstance(sub, ast.Name) and sub.id == name and sub is not load and sub is not store:
+            return False
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and sub is not scope:
+            args = sub.args
+            if any(a.arg == name for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]):
+                return False
+    return True
 
 
 def _as_tuple(call: ast.Call) -> bool:
