@@ -207,6 +207,10 @@ class Walker(DispatchInterpreter):
             # batches the loop moves itself yields them in host memory; what it leaves
             # there (`targets[0]["labels"]`) is read without a sync
             elem = replace(elem, device="cpu")
+        if elem.kind is Kind.TENSOR and not elem.zero_dim and yields_scalars(node.iter, self.qualname):
+            # `for cls in det[:, 5]:` iterating a column (or `unique()` values) yields 0-dim
+            # tensors: each `int(cls)`, `names[cls]` reads one to the host
+            elem = replace(elem, zero_dim=True)
         self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None,
                    counters=loop_counters(node), few=few, targets=targets)
         self.body(node.orelse)
@@ -441,4 +445,27 @@ def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
                 given = [kw.value for kw in node.keywords if kw.arg == "device"] or node.args[:1]
                 if given and _device_like(given[0]):
                     return True
+    return False
+
+
+_ONE_DIM_METHODS = frozenset({"unique", "flatten", "ravel", "view", "reshape", "unique_consecutive"})
+
+
+def yields_scalars(node: ast.expr, qualname) -> bool:
+    """Is `node` a tensor expression of one dimension, so iterating it yields 0-dim tensors:
+    a column `t[:, k]` (of a 2-D table: detections, boxes), `t.unique()` / `torch.unique(t)`,
+    `t.flatten()`, `t.view(-1)` / `t.reshape(-1)`?"""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
+        first, second = node.slice.elts
+        full = isinstance(first, ast.Slice) and first.lower is None and first.upper is None and first.step is None
+        return full and isinstance(second, ast.Constant) and type(second.value) is int
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        name = qualname(node.func)
+        if name in ("torch.unique", "torch.flatten"):
+            return len(node.args) == 1 and not node.keywords
+        if name is None and node.func.attr in _ONE_DIM_METHODS:
+            if node.func.attr in ("view", "reshape"):
+                return len(node.args) == 1 and isinstance(node.args[0], ast.UnaryOp) \
+                    and isinstance(node.args[0].operand, ast.Constant) and node.args[0].operand.value == 1
+            return not node.args and not node.keywords
     return False
