@@ -44,6 +44,7 @@ from .sync.normal_tensor_std import NormalWithTensorStd
 from .sync.clip_grad_norm import ClipGradNormErrorIfNonfinite
 from .sync.synchronize import ExplicitSynchronize
 from .sync.distributed_barrier import DistributedBarrierInStep
+from .sync.host_library_copy import HostLibraryCopy
 from .sync.empty_cache import EmptyCacheInLoop
 from .sync.distribution_validation import DistributionValidation
 
@@ -86,6 +87,7 @@ RULES = [
     ClipGradNormErrorIfNonfinite,
     ExplicitSynchronize,
     DistributedBarrierInStep,
+    HostLibraryCopy,
     EmptyCacheInLoop,
     DistributionValidation,
     RuntimeSync,
