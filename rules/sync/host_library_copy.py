@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
-from perflint.rule import Invalid, Rule, Valid
+from perflint.rule import Benchmark, Invalid, Rule, Valid
 
 from ._host_library import feeds_host_library
 from .device_to_host import host_copy
@@ -53,6 +53,10 @@ class HostLibraryCopy(Rule):
 
     ## Fix safety
     There is no automatic fix: the replacement is another algorithm.
+
+    ## Benchmark
+    The pair stands in a greedy per-row assignment (`np.argmin` of a host copy of the
+    cost matrix) for the host algorithm, against the same computation on the device.
 
     ## References
     - [`scipy.optimize.linear_sum_assignment`](https://docs.scipy.org/doc/scipy/reference/generated/scipy.optimize.linear_sum_assignment.html) (host arrays only)
@@ -136,6 +140,22 @@ class HostLibraryCopy(Rule):
             note="once, not every step",
         ),
     ]
+
+    benchmark = Benchmark(
+        setup="""
+            import numpy as np
+
+            cost = torch.rand(size, size // 4, device=device)
+        """,
+        bad="""
+            rows = np.argmin(cost.cpu().numpy(), axis=1)
+            result = torch.from_numpy(rows).to(device)
+        """,
+        good="""
+            result = cost.argmin(1)
+        """,
+        description="a per-row assignment computed by NumPy on a host copy vs on the device",
+    )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         label = host_copy(node, ctx)
