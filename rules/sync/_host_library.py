@@ -86,16 +86,16 @@ def feeds_host_library(copy: ast.Call, ctx: RuleContext) -> bool:
     if function is None:
         return False
     end = (statement.end_lineno, statement.end_col_offset)
-    uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
-            and (n.lineno, n.col_offset) > end]
-    if not uses:
-        return False
+    uses = sorted((n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name
+                   and (n.lineno, n.col_offset) > end), key=lambda n: (n.lineno, n.col_offset))
+    read = False
     for use in uses:
         if isinstance(use.ctx, ast.Store):
-            break  # rebound: what follows is another value
+            break  # rebound (here or in another branch): what follows may be another value
         if not _feeds_library(use, ctx):
             return False
-    return True
+        read = True
+    return read
 
 
 __all__ = ["HOST_LIBRARIES", "feeds_host_library"]
