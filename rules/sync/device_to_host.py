@@ -115,6 +115,22 @@ class DeviceToHostCopy(Rule):
             """,
             note="the copy also read by the step's host code: not only for the library",
         ),
+        Invalid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    images = images.to(device)
+                    targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+                    outputs = model(images)
+                    labels = targets[0]["labels"].cpu()
+                    loss = criterion(outputs, labels.to(device))
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="targets moved to the device, then copied back",
+        ),
     ]
     valid = [
         Valid(
@@ -199,6 +215,21 @@ class DeviceToHostCopy(Rule):
                 cv2.imwrite(f"pred_{step}.png", logits.argmax(1)[0].byte().cpu().numpy())
             """,
             note="copies for host-only libraries (DETR's matcher, OpenCV): opt-in PFL229",
+        ),
+        Valid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    images = images.to(device)
+                    outputs = model(images)
+                    labels = targets[0]["labels"].cpu()
+                    loss = criterion(outputs, labels.to(device))
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="targets the loop never moved are in host memory: `.cpu()` copies nothing",
         ),
     ]
     benchmark = Benchmark(
