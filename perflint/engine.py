@@ -330,7 +330,7 @@ def _sync_chains(unique: dict[tuple, Diagnostic], nodes: dict[tuple, ast.AST]) -
                 break
     chains: dict[tuple, list[Diagnostic]] = {}
     order: list[tuple] = []
-    for key in unique:
+    for key, diagnostic in unique.items():
         root = key
         seen = {root}
         while root in head_of and head_of[root] not in seen:
@@ -339,7 +339,7 @@ def _sync_chains(unique: dict[tuple, Diagnostic], nodes: dict[tuple, ast.AST]) -
         if root not in chains:
             chains[root] = []
             order.append(root)
-        chains[root].append(unique[key])
+        chains[root].append(diagnostic)
     result = []
     for root in order:
         chain = chains[root]

@@ -8,9 +8,9 @@ import ast
 import textwrap
 
 import pytest
+from test_summaries import check_project
 
 from perflint.facts.loader_settings import ABSENT, UNREAD, attach, star_settings
-from test_summaries import check_project
 
 
 def _settings(code: str):

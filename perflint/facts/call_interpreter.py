@@ -16,8 +16,8 @@ from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
 from .hotness import is_loss_function_name, is_optimizer_step_receiver
-from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .loader_settings import attach as attach_loader_settings
+from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
     Decoder,

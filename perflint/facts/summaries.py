@@ -34,8 +34,8 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from .hints import is_module_base
-from .records import ClassInfo, FunctionInfo
 from .loader_settings import ABSENT, UNREAD, star_settings
+from .records import ClassInfo, FunctionInfo
 from .values import (
     BOOL_TENSOR,
     ELEMENT_REF,
