@@ -10,7 +10,7 @@ from perflint.rule import Benchmark, Invalid, Rule, Valid
 _FUNCTIONS = frozenset({"torch.distributed.barrier", "deepspeed.comm.barrier", "deepspeed.comm.comm.barrier"})
 # `accelerator.wait_for_everyone()` (Hugging Face Accelerate), `fabric.barrier()` and
 # `trainer.strategy.barrier()` (Lightning): the method, and the words that name its owner.
-_METHODS = {"wait_for_everyone": ("accelerator",), "barrier": ("fabric", "strategy")}
+_METHODS = {"wait_for_everyone": ("accelerator", "state"), "barrier": ("fabric", "strategy")}
 
 
 def _owner_word(node: ast.expr) -> str:
@@ -24,8 +24,8 @@ def _owner_word(node: ast.expr) -> str:
 class DistributedBarrierInStep(Rule):
     """## What it does
     Checks for distributed barriers in code that runs every step:
-    `torch.distributed.barrier()` (`dist.barrier()`), `accelerator.wait_for_everyone()`
-    (Hugging Face Accelerate), `fabric.barrier()` / `trainer.strategy.barrier()` (Lightning)
+    `torch.distributed.barrier()` (`dist.barrier()`), `accelerator.wait_for_everyone()` and
+    `PartialState().wait_for_everyone()` (Hugging Face Accelerate), `fabric.barrier()` / `trainer.strategy.barrier()` (Lightning)
     and `deepspeed.comm.barrier()`.
 
     ## Why is this bad?
@@ -119,6 +119,22 @@ class DistributedBarrierInStep(Rule):
                     accelerator.wait_for_everyone()
             """,
             note="Hugging Face Accelerate, after every optimizer step",
+        ),
+        Invalid(
+            """
+            import torch
+            from accelerate import PartialState
+
+            distributed_state = PartialState()
+            model = model.to(distributed_state.device)
+            for _, prompts_raw in enumerate(data_loader):
+                with distributed_state.split_between_processes(prompts_raw) as prompts:
+                    batch = tokenizer(prompts, return_tensors="pt").to(distributed_state.device)
+                    outputs = model.generate(**batch)
+                distributed_state.wait_for_everyone()
+                results.extend(outputs)
+            """,
+            note="Accelerate's `PartialState` in a generation loop over batches",
         ),
         Invalid(
             """
