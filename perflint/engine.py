@@ -8,6 +8,7 @@ into `Diagnostic`s and drops suppressed ones.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import sys
 import warnings
@@ -186,6 +187,7 @@ class Linter:
         # One finding per (code, span); when a rule reports the same span twice (once from
         # the node itself, once from an enclosing construct that knows a fix), keep the fix.
         unique: dict[tuple, Diagnostic] = {}
+        nodes: dict[tuple, ast.AST] = {}
         for finding in findings:
             rule = by_code.get(finding.code)
             if rule is None:
@@ -195,10 +197,15 @@ class Linter:
             previous = unique.get(key)
             if previous is None or _fix_rank(diagnostic) > _fix_rank(previous):
                 unique[key] = diagnostic
-        out = [
-            d for d in unique.values()
-            if not suppressions.suppresses(d.code, d.noqa_row or d.location.row)
-        ]
+                if finding.node is not None and rule.family == "sync":
+                    nodes[key] = finding.node
+        out = []
+        for chain in _sync_chains(unique, nodes):
+            # every code of the chain is asked (a `noqa` naming any of them is used), and a
+            # `noqa` of any of them silences the chain: it is one finding now
+            suppressed = [suppressions.suppresses(d.code, d.noqa_row or d.location.row) for d in chain]
+            if not any(suppressed):
+                out.append(_one_finding(chain))
         out.sort(key=Diagnostic.sort_key)
         return out
 
@@ -303,6 +310,66 @@ def _reexports(tree: ast.Module) -> tuple[tuple[str, str], ...]:
                 if alias.name != "*" and not alias.name.startswith("_"):
                     found.append((alias.asname or alias.name, f".{node.module}.{alias.name}"))
     return tuple(found)
+
+
+def _spine(node: ast.AST) -> Iterable[ast.AST]:
+    """The expressions evaluated before `node` along its receiver chain, nearest first:
+    for `torch.unique(x).cpu().tolist()`, the `.cpu()` call, then `torch.unique(x)`."""
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+            yield node
+        else:
+            return
+
+
+def _sync_chains(unique: dict[tuple, Diagnostic], nodes: dict[tuple, ast.AST]) -> list[list[Diagnostic]]:
+    """The findings grouped by expression: sync findings whose nodes lie on one receiver
+    chain (`torch.unique(x).cpu().tolist()`: PFL212, PFL203, PFL202) form one group, the
+    first to run first; every other finding is a group of its own."""
+    by_node: dict[int, tuple] = {id(node): key for key, node in nodes.items()}
+    head_of: dict[tuple, tuple] = {}
+    for key, node in nodes.items():
+        for inner in _spine(node):
+            found = by_node.get(id(inner))
+            if found is not None and found != key:
+                head_of[key] = found  # the nearest sync this one follows
+                break
+    chains: dict[tuple, list[Diagnostic]] = {}
+    order: list[tuple] = []
+    for key, diagnostic in unique.items():
+        root = key
+        seen = {root}
+        while root in head_of and head_of[root] not in seen:
+            root = head_of[root]
+            seen.add(root)
+        if root not in chains:
+            chains[root] = []
+            order.append(root)
+        chains[root].append(diagnostic)
+    result = []
+    for root in order:
+        chain = chains[root]
+        head = unique[root]
+        rest = sorted((d for d in chain if d is not head), key=lambda d: (d.end_location.row, d.end_location.column))
+        result.append([head, *rest])
+    return result
+
+
+def _one_finding(chain: list[Diagnostic]) -> Diagnostic:
+    """A chain of syncs in one expression, reported once, at the first: what follows is
+    listed in its message (and its fix is kept when the first has none)."""
+    head, rest = chain[0], chain[1:]
+    if not rest:
+        return head
+    listed = ", ".join(f"{d.code} ({d.name})" for d in rest)
+    message = f"{head.message}; the same expression then syncs again: {listed}"
+    fix = head.fix
+    if fix is None:
+        fix = next((d.fix for d in rest if d.fix is not None), None)
+    return dataclasses.replace(head, message=message, fix=fix)
 
 
 def _fix_rank(diagnostic: Diagnostic) -> int:

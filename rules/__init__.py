@@ -43,6 +43,8 @@ from .sync.linalg_error_check import LinalgErrorCheck
 from .sync.normal_tensor_std import NormalWithTensorStd
 from .sync.clip_grad_norm import ClipGradNormErrorIfNonfinite
 from .sync.synchronize import ExplicitSynchronize
+from .sync.distributed_barrier import DistributedBarrierInStep
+from .sync.host_library_copy import HostLibraryCopy
 from .sync.empty_cache import EmptyCacheInLoop
 from .sync.distribution_validation import DistributionValidation
 
@@ -84,6 +86,8 @@ RULES = [
     NormalWithTensorStd,
     ClipGradNormErrorIfNonfinite,
     ExplicitSynchronize,
+    DistributedBarrierInStep,
+    HostLibraryCopy,
     EmptyCacheInLoop,
     DistributionValidation,
     RuntimeSync,

@@ -28,7 +28,9 @@ TRAIN = """
         out = Net()(moved)
         row, col = linear_sum_assignment(cost)
         rows = torch.as_tensor(row, dtype=torch.int64)
-        return moved, made, chosen, cuda, same, follows, host, out, rows
+        acc = torch.accelerator.current_accelerator()
+        generic = x.to(acc)
+        return moved, made, chosen, cuda, same, follows, host, out, rows, generic
 """
 
 
@@ -42,6 +44,8 @@ TRAIN = """
     ("torch.arange(4).to('cpu')", "cpu"),
     ("Net()(moved)", "accel"),                     # a model given accelerator tensors
     ("torch.as_tensor(row, dtype=torch.int64)", "cpu"),
+    ("torch.accelerator.current_accelerator()", "accel"),  # the device source of generic code
+    ("x.to(acc)", "accel"),
 ])
 def test_devices_of_moves_factories_and_model_outputs(text, device):
     _, value = _value_of(TRAIN, text)

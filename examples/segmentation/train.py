@@ -85,7 +85,7 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
             correct += (pred[keep] == flat_masks[keep]).sum().item()  # PFL201 PFL214 PFL214
             labeled += len(flat_masks[keep])  # PFL214
             foreground += len(torch.nonzero(flat_masks[keep] > 0))  # PFL211 PFL214
-            classes_seen.update(torch.unique(flat_masks[keep]).tolist())  # PFL202 PFL212 PFL214
+            classes_seen.update(torch.unique(flat_masks[keep]).tolist())  # PFL212 PFL214 (and .tolist() after it: one finding for the expression)
             losses.append(loss.item())  # PFL201
             if log_every and step % log_every == 0:
                 print(f"step {step}: loss {loss.item():.4f}")

@@ -86,7 +86,7 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
             correct += ((pred == flat_masks) & keep).sum()  # PFL201 PFL214 PFL214
             labeled += torch.count_nonzero(keep)  # PFL214
             foreground += torch.count_nonzero((flat_masks > 0) & keep)  # PFL211 PFL214
-            classes_seen.update(torch.unique(flat_masks[keep]).tolist())  # PFL202 PFL212 PFL214
+            classes_seen.update(torch.unique(flat_masks[keep]).tolist())  # PFL212 PFL214 (and .tolist() after it: one finding for the expression)
             losses.append(loss.item())  # PFL201
             if log_every and step % log_every == 0:
                 print(f"step {step}: loss {loss.item():.4f}")

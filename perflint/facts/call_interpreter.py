@@ -16,6 +16,7 @@ from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
 from .hotness import is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
+from .loader_settings import attach as attach_loader_settings
 from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
@@ -444,6 +445,7 @@ class CallInterpreter(ExpressionInterpreter):
                 device = merged_device(args)
                 value = Value(Kind.SEQ, elem=value.elem.with_device(device))
             elif value.kind is Kind.LOADER:
+                attach_loader_settings(node, self.func.node)  # `DataLoader(ds, **kwargs)`
                 batch = Value(Kind.BATCH, data=True, device="cpu", origin=node)
                 value = Value(Kind.LOADER, elem=batch, origin=node)
             elif value.kind is Kind.DEVICE and node.args:

@@ -248,6 +248,9 @@ class ExpressionInterpreter(Frame):
             return PYTHON
         if lk is Kind.SEQ and rk is Kind.SEQ and isinstance(op, ast.Add):
             return seq_of(join(left.elem or UNKNOWN, right.elem or UNKNOWN))
+        if isinstance(op, ast.Mult) and {lk, rk} == {Kind.SEQ, Kind.PYTHON}:
+            seq = left if lk is Kind.SEQ else right  # `[0] * len(names)`: a list of the same elements
+            return seq_of(seq.elem or UNKNOWN)
         return UNKNOWN
 
     def ev_Compare(self, node: ast.Compare) -> Value:

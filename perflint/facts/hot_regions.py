@@ -124,13 +124,25 @@ def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]
-    if isinstance(left, ast.Constant):
-        left, right = right, left
-        op = {ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
-    if not (isinstance(right, ast.Constant) and type(right.value) is int):
-        return False
-    if not (isinstance(op, ast.Eq) or (isinstance(op, (ast.Lt, ast.LtE)) and right.value <= FEW_STEPS)):
-        return False
+    if isinstance(op, ast.Eq) and (_is_last_step(left) or _is_last_step(right)):
+        # `if i == len(loader) - 1:` / `if i + 1 == len(loader):` the last step of an epoch
+        left = right if _is_last_step(left) else left
+        if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and isinstance(left.right, ast.Constant):
+            left = left.left
+        if isinstance(left, ast.Name) and value_of(left).kind in (Kind.PYTHON, Kind.UNKNOWN):
+            # compared with a length, it is a count: the step loop's own variable
+            # (`for i, (x, y) in pbar:` with `pbar = tqdm(enumerate(loader))`) counts steps
+            loop = next((lp for lp in reversed(loops) if left.id in lp.targets or left.id in lp.counters), None)
+            if loop is not None:
+                return loop.root_hot or loop.data
+    else:
+        if isinstance(left, ast.Constant):
+            left, right = right, left
+            op = {ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
+        if not (isinstance(right, ast.Constant) and type(right.value) is int):
+            return False
+        if not (isinstance(op, ast.Eq) or (isinstance(op, (ast.Lt, ast.LtE)) and right.value <= FEW_STEPS)):
+            return False
     if not isinstance(left, (ast.Name, ast.Attribute)):
         return False
     if value_of(left).kind is not Kind.PYTHON:
@@ -141,6 +153,13 @@ def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.
             return loop.root_hot or loop.data
         return bool(STEP_COUNTER.search(left.id.lower()))
     return bool(STEP_COUNTER.search(left.attr.lower()))
+
+
+def _is_last_step(node: ast.expr) -> bool:
+    """`len(x)` or `len(x) - 1`: the bound of a step counter's last value."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Constant):
+        node = node.left
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
 
 
 def leaves_hot_region(body: list[ast.stmt], loops: list[LoopInfo], func_hot: bool) -> bool:

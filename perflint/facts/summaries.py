@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Callable, Iterable
 
 from .hints import is_module_base
+from .loader_settings import ABSENT, UNREAD, star_settings
 from .records import ClassInfo, FunctionInfo
 from .values import (
     BOOL_TENSOR,
@@ -193,8 +194,14 @@ def loader_facts(call: object) -> str:
     if not isinstance(call, ast.Call):
         return ""
     out = []
+    star = star_settings(call)
     for name, position in _LOADER_POSITIONS:
         given = _loader_argument(call, name, position)
+        if star is not None and isinstance(given, ast.Name) and given.id == "_" \
+                and not any(kw.arg == name for kw in call.keywords) and len(call.args) <= position \
+                and not any(isinstance(a, ast.Starred) for a in call.args):
+            out.append(_star_fact(name, star.get(name, frozenset({ABSENT}))))  # `**kwargs` read here
+            continue
         if given is None:
             out.append(NOTHING)
         elif name == "collate_fn":
@@ -207,6 +214,26 @@ def loader_facts(call: object) -> str:
             value = given.value
             out.append("N" if type(value) is int and value > 0 else "0" if type(value) is int else CONFLICT)
     return "".join(out)
+
+
+def _star_fact(name: str, found: frozenset) -> str:
+    """One character of a loader's code from the values a `**kwargs` dict may give it."""
+    values = [None if v is ABSENT else v for v in found]
+    if name == "collate_fn":
+        return NOTHING if all(v is None for v in values) else "C"
+    if UNREAD in values:
+        return CONFLICT
+    if name == "pin_memory":  # pinned if one path pins (as loaders joined at a parameter)
+        if any(v is True for v in values):
+            return "T" if all(v is None or type(v) is bool for v in values) else CONFLICT
+        if all(v is None for v in values):
+            return NOTHING
+        return "F" if all(v is None or v is False for v in values) else CONFLICT
+    if all(v is None for v in values):
+        return NOTHING
+    if all(type(v) is int and v > 0 for v in values):
+        return "N"
+    return "0" if all(v is None or (type(v) is int and v <= 0) for v in values) else CONFLICT
 
 
 def _loader_argument(call: ast.Call, name: str, position: int) -> ast.expr | None:

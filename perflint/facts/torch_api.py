@@ -312,6 +312,10 @@ def torch_function_value(
             return TENSOR if name[:1].islower() else UNKNOWN
         if sub == "distributed" and len(parts) >= 3 and parts[2] == "nn":
             return UNKNOWN
+        if sub == "accelerator" and name == "current_accelerator":
+            # the device source of device-generic code (None without one: code that moves
+            # tensors to it is written for an accelerator)
+            return Value(Kind.DEVICE, device="accel")
         return PYTHON if sub != "distributed" else UNKNOWN
     if name in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor",
                 "DoubleTensor", "HalfTensor", "ByteTensor", "BFloat16Tensor"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from typing import Callable
+from dataclasses import replace
 
 from .dispatch import DispatchInterpreter
 from .environment import (
@@ -34,6 +35,7 @@ from .hotness import (
 )
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
 from .syntax import dotted, pattern_names
+from .torch_api import classify_device
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join
 
 
@@ -211,6 +213,15 @@ class Walker(DispatchInterpreter):
         few = few_iterations(node.iter)
         data = is_data(iterable, elem) and not few
         targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        if data and elem.kind is Kind.BATCH and elem.device is None and moves_a_target(node.body, targets):
+            # `for images, targets in loader: images = images.to(dev)`: a loader whose
+            # batches the loop moves itself yields them in host memory; what it leaves
+            # there (`targets[0]["labels"]`) is read without a sync
+            elem = replace(elem, device="cpu")
+        if elem.kind is Kind.TENSOR and not elem.zero_dim and yields_scalars(node.iter, self.qualname):
+            # `for cls in det[:, 5]:` iterating a column (or `unique()` values) yields 0-dim
+            # tensors: each `int(cls)`, `names[cls]` reads one to the host
+            elem = replace(elem, zero_dim=True)
         self._loop(node, data, lambda: self.assign(node.target, elem), node.body, None,
                    counters=loop_counters(node), few=few, targets=targets)
         self.body(node.orelse)
@@ -328,6 +339,16 @@ class Walker(DispatchInterpreter):
             self.ev(node.msg)
         self.hot = hot
         self._dispatch(node)
+        # After `assert isinstance(n, int)` n is a Python number (or a numpy value): what is
+        # known of tensors (their device) is kept, a narrowing to a tensor adds nothing.
+        before = dict(self.env)
+        self._narrow(node.test)
+        for name, value in list(self.env.items()):
+            if before.get(name) is not value and value.kind not in (Kind.PYTHON, Kind.NDARRAY):
+                if name in before:
+                    self.env[name] = before[name]
+                else:
+                    del self.env[name]
 
     def st_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
@@ -402,3 +423,60 @@ if hasattr(ast, "Match"):
     STMT_HANDLERS[ast.Match] = Walker.st_Match
 if hasattr(ast, "TryStar"):
     STMT_HANDLERS[ast.TryStar] = Walker.st_Try  # type: ignore[attr-defined]
+
+
+_DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "rank")
+
+
+def _device_like(node: ast.expr) -> bool:
+    """An argument of `.to(...)` that names a device (not a dtype)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return classify_device(node.value) == "accel"
+    if isinstance(node, ast.Call):  # torch.device("cuda"), accelerator.device
+        return _device_like(node.func) or any(_device_like(a) for a in node.args)
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return any(word in last.lower() for word in _DEVICE_WORDS)
+
+
+def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
+    """Does the loop body move (a part of) one of its loop variables to an accelerator:
+    `x.cuda()`, `x.to(device)`, `x[0].to(self.device, non_blocking=True)`?"""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            root = node.func.value
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in targets):
+                continue
+            if node.func.attr == "cuda":
+                return True
+            if node.func.attr == "to":
+                given = [kw.value for kw in node.keywords if kw.arg == "device"] or node.args[:1]
+                if given and _device_like(given[0]):
+                    return True
+    return False
+
+
+_ONE_DIM_METHODS = frozenset({"unique", "flatten", "ravel", "view", "reshape", "unique_consecutive"})
+
+
+def yields_scalars(node: ast.expr, qualname) -> bool:
+    """Is `node` a tensor expression of one dimension, so iterating it yields 0-dim tensors:
+    a column `t[:, k]` (of a 2-D table: detections, boxes), `t.unique()` / `torch.unique(t)`,
+    `t.flatten()`, `t.view(-1)` / `t.reshape(-1)`?"""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
+        first, second = node.slice.elts
+        full = isinstance(first, ast.Slice) and first.lower is None and first.upper is None and first.step is None
+        return full and isinstance(second, ast.Constant) and type(second.value) is int
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        name = qualname(node.func)
+        if name in ("torch.unique", "torch.flatten"):
+            return len(node.args) == 1 and not node.keywords
+        if name is None and node.func.attr in _ONE_DIM_METHODS:
+            if node.func.attr in ("view", "reshape"):
+                return len(node.args) == 1 and isinstance(node.args[0], ast.UnaryOp) \
+                    and isinstance(node.args[0].operand, ast.Constant) and node.args[0].operand.value == 1
+            return not node.args and not node.keywords
+    return False

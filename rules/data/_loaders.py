@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.loader_settings import ABSENT, UNREAD, star_settings
 from perflint.facts.summaries import made_elsewhere
 from perflint.facts.values import Kind
 
@@ -80,8 +81,30 @@ def literal(node: ast.expr | None | Unknown) -> object:
     return UNKNOWN
 
 
+def choices(loader: ast.Call, name: str) -> frozenset | Unknown:
+    """The literal values `name` may have (None: not given, the default), or UNKNOWN.
+
+    `DataLoader(ds, **kwargs)` with `kwargs` a dict built in the same function
+    (`perflint.facts.loader_settings`): each path's value; a key set under an `if` has both
+    its old and its new value."""
+    given = argument(loader, name)
+    if given is not UNKNOWN:
+        value = literal(given)
+        return UNKNOWN if value is UNKNOWN else frozenset({value})
+    if keyword(loader, name) is None and not any(isinstance(a, ast.Starred) for a in loader.args):
+        settings = star_settings(loader)
+        if settings is not None and len(loader.args) <= POSITIONS[name]:
+            found = settings.get(name, frozenset({ABSENT}))
+            if UNREAD in found:
+                return UNKNOWN
+            return frozenset(None if v is ABSENT else v for v in found)
+    return UNKNOWN
+
+
 def pins_memory(loader: ast.Call) -> bool:
-    return literal(argument(loader, "pin_memory")) is True
+    """Pinned on some path and known on all of them."""
+    found = choices(loader, "pin_memory")
+    return found is not UNKNOWN and any(v is True for v in found) and all(v is None or type(v) is bool for v in found)
 
 
 def host_copy_may_be_mutated(move: Move, ctx: RuleContext) -> bool:
@@ -110,5 +133,5 @@ def _contains(outer: ast.AST, inner: ast.AST) -> bool:
     return o_start <= i_start <= o_end
 
 
-__all__ = ["loader_batch_move", "fed_loaders", "argument", "literal", "pins_memory", "host_copy_may_be_mutated",
+__all__ = ["loader_batch_move", "fed_loaders", "argument", "literal", "choices", "pins_memory", "host_copy_may_be_mutated",
            "UNKNOWN", "has_star"]

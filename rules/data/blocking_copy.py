@@ -7,14 +7,16 @@ from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._loaders import argument, host_copy_may_be_mutated, loader_batch_move, pins_memory
+from ._loaders import choices, host_copy_may_be_mutated, loader_batch_move, pins_memory
 from ._moves import has_star, is_true, keyword
 
 
 class BlockingHostToDeviceCopy(Rule):
     """## What it does
     Checks for `.to(device)` and `.cuda()` of a batch from a `DataLoader(..., pin_memory=True)`
-    without `non_blocking=True`, in code that runs every step.
+    without `non_blocking=True`, in code that runs every step. A loader pinned through a
+    `**kwargs` dict of the same function counts when some path pins it and every path's
+    value is known (`if use_cuda: kwargs.update({"pin_memory": True})`).
 
     ## Why is this bad?
     A host-to-device copy with `non_blocking=False` (the default) makes the CPU wait until the
@@ -145,6 +147,99 @@ class BlockingHostToDeviceCopy(Rule):
             """,
             note="a custom collate_fn, or the host tensor written after the copy: unsafe only",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(args, dataset1, model, optimizer):
+                use_cuda = not args.no_cuda and torch.cuda.is_available()
+                device = torch.device("cuda" if use_cuda else "cpu")
+                train_kwargs = {"batch_size": args.batch_size}
+                if use_cuda:
+                    cuda_kwargs = {"num_workers": 1, "pin_memory": True, "shuffle": True}
+                    train_kwargs.update(cuda_kwargs)
+                train_loader = DataLoader(dataset1, **train_kwargs)
+                for data, target in train_loader:
+                    data, target = data.to(device), target.to(device)
+                    optimizer.zero_grad()
+                    loss = model(data).sum()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            count=2,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(args, dataset1, model, optimizer):
+                use_cuda = not args.no_cuda and torch.cuda.is_available()
+                device = torch.device("cuda" if use_cuda else "cpu")
+                train_kwargs = {"batch_size": args.batch_size}
+                if use_cuda:
+                    cuda_kwargs = {"num_workers": 1, "pin_memory": True, "shuffle": True}
+                    train_kwargs.update(cuda_kwargs)
+                train_loader = DataLoader(dataset1, **train_kwargs)
+                for data, target in train_loader:
+                    data, target = data.to(device, non_blocking=True), target.to(device, non_blocking=True)
+                    optimizer.zero_grad()
+                    loss = model(data).sum()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="settings in a dict (pinned when CUDA is used), passed as `**train_kwargs`",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def create_dataloader(dataset, batch_size, workers=8):
+                kwargs = dict(batch_size=batch_size, shuffle=True)
+                kwargs["pin_memory"] = True
+                kwargs["num_workers"] = workers
+                return DataLoader(dataset, **kwargs)
+
+            class Trainer:
+                def setup(self, dataset):
+                    self.device = torch.accelerator.current_accelerator()
+                    self.train_loader = create_dataloader(dataset, 64)
+
+                def train_epoch(self, model, optimizer):
+                    for images, labels in self.train_loader:
+                        images = images.to(self.device)
+                        labels = labels.to(self.device)
+                        loss = torch.nn.functional.cross_entropy(model(images), labels)
+                        loss.backward()
+                        optimizer.step()
+            """,
+            count=2,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def create_dataloader(dataset, batch_size, workers=8):
+                kwargs = dict(batch_size=batch_size, shuffle=True)
+                kwargs["pin_memory"] = True
+                kwargs["num_workers"] = workers
+                return DataLoader(dataset, **kwargs)
+
+            class Trainer:
+                def setup(self, dataset):
+                    self.device = torch.accelerator.current_accelerator()
+                    self.train_loader = create_dataloader(dataset, 64)
+
+                def train_epoch(self, model, optimizer):
+                    for images, labels in self.train_loader:
+                        images = images.to(self.device, non_blocking=True)
+                        labels = labels.to(self.device, non_blocking=True)
+                        loss = torch.nn.functional.cross_entropy(model(images), labels)
+                        loss.backward()
+                        optimizer.step()
+            """,
+            note="a factory returning the loader, kept on `self` in `setup()`, the device from "
+                 "`torch.accelerator.current_accelerator()`",
+        ),
     ]
     valid = [
         Valid(
@@ -168,6 +263,52 @@ class BlockingHostToDeviceCopy(Rule):
                 x = x.to(device)
             """,
             note="pageable batches: PFL104's business, non_blocking gains little there",
+        ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(args, dataset1, model, optimizer, cuda_kwargs):
+                device = torch.device("cuda")
+                train_kwargs = {"batch_size": args.batch_size}
+                if args.cuda:
+                    train_kwargs.update(cuda_kwargs)
+                train_loader = DataLoader(dataset1, **train_kwargs)
+                test_kwargs = {"batch_size": 64, "pin_memory": True}
+                configure(test_kwargs)
+                test_loader = DataLoader(dataset1, **test_kwargs)
+                for data, target in train_loader:
+                    data, target = data.to(device), target.to(device)
+                    model(data).sum().backward()
+                for data, target in test_loader:
+                    data = data.to(device)
+                    model(data).sum().backward()
+            """,
+            note="a dict updated from a mapping of unknown content, or handed to a function: unknown",
+        ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def create_dataloader(dataset, batch_size, pin):
+                kwargs = dict(batch_size=batch_size, shuffle=True, pin_memory=True)
+                kwargs["pin_memory"] = pin
+                return DataLoader(dataset, **kwargs)
+
+            class Trainer:
+                def setup(self, dataset):
+                    self.device = torch.accelerator.current_accelerator()
+                    self.train_loader = create_dataloader(dataset, 64, False)
+
+                def train_epoch(self, model, optimizer):
+                    for images, labels in self.train_loader:
+                        images = images.to(self.device)
+                        model(images).sum().backward()
+                        optimizer.step()
+            """,
+            note="the factory's pin_memory is a variable: not known to be pinned",
         ),
     ]
     benchmark = Benchmark(
@@ -205,7 +346,7 @@ class BlockingHostToDeviceCopy(Rule):
         fix = None
         positional = move.non_blocking is not None and keyword(node, "non_blocking") is None
         if not has_star(node) and not positional:
-            safe = argument(loader, "collate_fn") is None and not host_copy_may_be_mutated(move, ctx)
+            safe = choices(loader, "collate_fn") == frozenset({None}) and not host_copy_may_be_mutated(move, ctx)
             try:
                 edit = ctx.rewrite(node, lambda call: set_keyword(call, "non_blocking", "True"))  # type: ignore[arg-type]
             except (RewriteError, cst.ParserSyntaxError):

@@ -7,7 +7,7 @@ from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._loaders import POSITIONS, UNKNOWN, argument, fed_loaders, literal
+from ._loaders import POSITIONS, UNKNOWN, argument, choices, fed_loaders
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -17,8 +17,11 @@ class DataLoaderWithoutPinMemory(Rule):
     in code that loop calls).
 
     The finding is on the `DataLoader(...)` call. A loader whose `pin_memory` is a variable
-    (`pin_memory=torch.cuda.is_available()`), or that gets its arguments from `**kwargs`, is
-    not reported.
+    (`pin_memory=torch.cuda.is_available()`), or that gets its arguments from a `**kwargs`
+    that cannot be read, is not reported. A `**kwargs` dict built in the same function
+    (`kwargs = {...}`, `kwargs.update({...})`, `kwargs["pin_memory"] = True`, under an `if`
+    too) is read on every path: the loader is reported when no path pins (without a fix:
+    the dict is the place to add it).
 
     ## Why is this bad?
     A batch in ordinary (pageable) host memory cannot be copied to the GPU directly: the
@@ -130,6 +133,27 @@ class DataLoaderWithoutPinMemory(Rule):
             unsafe_fixes=True,
             note="pin_memory given positionally: reported, not fixed",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def __init__(self, dataset, model):
+                    self.model = model
+                    self.device = torch.accelerator.current_accelerator()
+                    loader_kwargs = {"batch_size": 64, "num_workers": 4}
+                    loader_kwargs["drop_last"] = True
+                    self.train_loader = DataLoader(dataset, shuffle=True, **loader_kwargs)
+
+                def train(self):
+                    for x, y in self.train_loader:
+                        x, y = x.to(self.device), y.to(self.device)
+                        self.model(x, y).backward()
+            """,
+            note="settings in a dict without `pin_memory`, the loader on `self`, the device "
+                 "from `torch.accelerator`: reported, not fixed (the dict is the place to fix)",
+        ),
     ]
     valid = [
         Valid(
@@ -157,6 +181,27 @@ class DataLoaderWithoutPinMemory(Rule):
             """,
             note="dtype casts and CPU targets are not device copies",
         ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def __init__(self, dataset, model, use_cuda):
+                    self.model = model
+                    self.device = torch.accelerator.current_accelerator()
+                    loader_kwargs = {"batch_size": 64, "num_workers": 4}
+                    if use_cuda:
+                        loader_kwargs["pin_memory"] = True
+                    self.train_loader = DataLoader(dataset, shuffle=True, **loader_kwargs)
+
+                def train(self):
+                    for x, y in self.train_loader:
+                        x = x.to(self.device, non_blocking=True)
+                        self.model(x, y).backward()
+            """,
+            note="pinned on the accelerator path",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -181,14 +226,14 @@ class DataLoaderWithoutPinMemory(Rule):
             self._check(loader, ctx)
 
     def _check(self, loader: ast.Call, ctx: RuleContext) -> None:
+        found = choices(loader, "pin_memory")
+        if found is UNKNOWN or any(pin is not None and bool(pin) for pin in found):
+            return  # pinned on some path, or unknown (a truthy literal too: `pin_memory=1`)
         given = argument(loader, "pin_memory")
-        pin = literal(given)
-        if pin is UNKNOWN or pin is True:
-            return
-        if pin is not None and bool(pin):
-            return  # a truthy literal (`pin_memory=1`)
         fix = None
-        if given is None or (isinstance(given, ast.Constant) and len(loader.args) <= POSITIONS["pin_memory"]):
+        if given is UNKNOWN:
+            pass  # set in a `**kwargs` dict: fixed there, by hand
+        elif given is None or (isinstance(given, ast.Constant) and len(loader.args) <= POSITIONS["pin_memory"]):
             try:
                 edit = ctx.rewrite(loader, lambda call: set_keyword(call, "pin_memory", "True"))  # type: ignore[arg-type]
             except (RewriteError, cst.ParserSyntaxError):

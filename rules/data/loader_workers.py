@@ -5,7 +5,7 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
-from ._loaders import UNKNOWN, argument, fed_loaders, literal
+from ._loaders import UNKNOWN, choices, fed_loaders
 
 
 class DataLoaderWithoutWorkers(Rule):
@@ -14,8 +14,12 @@ class DataLoaderWithoutWorkers(Rule):
     are moved to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
     in code that loop calls).
 
-    The finding is on the `DataLoader(...)` call. A loader whose `num_workers` is a variable,
-    or that gets its arguments from `**kwargs`, is not reported: its value cannot be known.
+    The finding is on the `DataLoader(...)` call. Settings given as `**kwargs` from a dict
+    built in the same function (`kwargs = {...}`, then `kwargs.update({...})` or
+    `kwargs["num_workers"] = 4`, possibly under an `if`) are read on every path: the loader
+    is reported when no path sets workers. A loader whose `num_workers` is a variable on some
+    path, or whose `**kwargs` cannot be read (a parameter, a dict handed to another
+    function), is not reported: its value cannot be known.
 
     ## Why is this bad?
     With `num_workers=0` (the default) the main process loads, decodes, augments and
@@ -104,6 +108,24 @@ class DataLoaderWithoutWorkers(Rule):
             """,
             note="made in a helper, moved in another helper",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(args, dataset, model, optimizer):
+                device = torch.accelerator.current_accelerator()
+                kwargs = {"batch_size": args.batch_size, "shuffle": True}
+                if torch.cuda.is_available():
+                    kwargs.update({"pin_memory": True})
+                loader = DataLoader(dataset, **kwargs)
+                for images, labels in loader:
+                    images = images.to(device, non_blocking=True)
+                    model(images).sum().backward()
+                    optimizer.step()
+            """,
+            note="settings in a dict passed as `**kwargs`: `num_workers` is not set on any path",
+        ),
     ]
     valid = [
         Valid(
@@ -142,6 +164,24 @@ class DataLoaderWithoutWorkers(Rule):
             """,
             note="a CPU-only loop",
         ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def main(args, dataset, model, optimizer):
+                device = torch.accelerator.current_accelerator()
+                kwargs = {"batch_size": args.batch_size, "num_workers": 0}
+                if torch.cuda.is_available():
+                    kwargs.update({"pin_memory": True, "num_workers": 4})
+                loader = DataLoader(dataset, **kwargs)
+                for images, labels in loader:
+                    images = images.to(device, non_blocking=True)
+                    model(images).sum().backward()
+                    optimizer.step()
+            """,
+            note="workers on the accelerator path",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -179,8 +219,8 @@ class DataLoaderWithoutWorkers(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         for loader in fed_loaders(node, ctx):
-            workers = literal(argument(loader, "num_workers"))
-            if workers is UNKNOWN:
+            found = choices(loader, "num_workers")
+            if found is UNKNOWN:
                 continue
-            if workers is None or (type(workers) is int and workers <= 0):
+            if all(workers is None or (type(workers) is int and workers <= 0) for workers in found):
                 ctx.report(loader)

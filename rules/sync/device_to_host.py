@@ -6,6 +6,8 @@ from perflint.facts.context import RuleContext
 from perflint.facts.torch_api import is_non_blocking, keyword, move_destination
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
+from ._host_library import feeds_host_library
+
 
 class DeviceToHostCopy(Rule):
     """## What it does
@@ -15,7 +17,9 @@ class DeviceToHostCopy(Rule):
     `t.detach().cpu()` are one copy and reported once, at the copy.
 
     Not reported: `t.to("cpu", non_blocking=True)` (no sync; see below), tensors already
-    known to be on the CPU, and `model.cpu()` on modules.
+    known to be on the CPU, and `model.cpu()` on modules. Copies made for a host-only library
+    (`linear_sum_assignment(cost.cpu())`, OpenCV, PIL, pycocotools, NumPy: the copy is the
+    point there) are left to the opt-in code `host-library-copy` (PFL229), off by default.
 
     ## Why is this bad?
     A device-to-host copy with `non_blocking=False` (the default) is a `cudaMemcpyAsync`
@@ -98,6 +102,35 @@ class DeviceToHostCopy(Rule):
             """,
             note="a device held in a variable, with a dtype",
         ),
+        Invalid(
+            """
+            import torch
+            from scipy.optimize import linear_sum_assignment
+
+            for images, targets in loader:
+                outputs = model(images.to(device))
+                cost = torch.cdist(outputs, targets.to(device)).cpu()
+                print(f"mean cost {cost.mean():.3f}")
+                rows, cols = linear_sum_assignment(cost)
+            """,
+            note="the copy also read by the step's host code: not only for the library",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    images = images.to(device)
+                    targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+                    outputs = model(images)
+                    labels = targets[0]["labels"].cpu()
+                    loss = criterion(outputs, labels.to(device))
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="targets moved to the device, then copied back",
+        ),
     ]
     valid = [
         Valid(
@@ -162,6 +195,42 @@ class DeviceToHostCopy(Rule):
             """,
             note="__init__ runs once",
         ),
+        Valid(
+            """
+            import cv2
+            import torch
+            from scipy.optimize import linear_sum_assignment
+
+            class HungarianMatcher(torch.nn.Module):
+                @torch.no_grad()
+                def forward(self, outputs, targets):
+                    bs, num_queries = outputs["pred_logits"].shape[:2]
+                    C = torch.cdist(outputs["pred_boxes"].flatten(0, 1), torch.cat([v["boxes"] for v in targets]))
+                    C = C.view(bs, num_queries, -1).cpu()
+                    sizes = [len(v["boxes"]) for v in targets]
+                    return [linear_sum_assignment(c[i]) for i, c in enumerate(C.split(sizes, -1))]
+
+            for step, (images, masks) in enumerate(loader):
+                logits = model(images.to(device))
+                cv2.imwrite(f"pred_{step}.png", logits.argmax(1)[0].byte().cpu().numpy())
+            """,
+            note="copies for host-only libraries (DETR's matcher, OpenCV): opt-in PFL229",
+        ),
+        Valid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    images = images.to(device)
+                    outputs = model(images)
+                    labels = targets[0]["labels"].cpu()
+                    loss = criterion(outputs, labels.to(device))
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="targets the loop never moved are in host memory: `.cpu()` copies nothing",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -179,25 +248,32 @@ class DeviceToHostCopy(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        call = ctx.method_call(node, "cpu", "to", "numpy")
-        if call is None:
-            return
-        receiver, name = call
-        if not ctx.maybe_tensor(receiver):
-            return
-        unbound = receiver is not getattr(node.func, "value", None)
-        # Look at the arguments after the tensor in `torch.Tensor.to(t, ...)`.
-        own = ast.Call(func=node.func, args=node.args[1:], keywords=node.keywords) if unbound else node
-        if name == "numpy":
-            force = keyword(own, "force")
-            if isinstance(force, ast.Constant) and force.value is True:
-                ctx.report(node, call=".numpy(force=True)")
-            return
-        if name == "cpu":
-            ctx.report(node, call=".cpu()")
-            return
-        if move_destination("to", own, ctx.qualname, ctx.value) != "cpu":
-            return
-        if is_non_blocking(own) is not False:
-            return  # non_blocking=True does not wait; an expression may be True
-        ctx.report(node, call=".to(cpu)")
+        label = host_copy(node, ctx)
+        if label is not None and not feeds_host_library(node, ctx):
+            ctx.report(node, call=label)
+
+
+def host_copy(node: ast.Call, ctx: RuleContext) -> str | None:
+    """How a blocking copy of a tensor to host memory is named (`.cpu()`, `.to(cpu)`,
+    `.numpy(force=True)`), or None when `node` is not one."""
+    call = ctx.method_call(node, "cpu", "to", "numpy")
+    if call is None:
+        return None
+    receiver, name = call
+    if not ctx.maybe_tensor(receiver):
+        return None
+    unbound = receiver is not getattr(node.func, "value", None)
+    # Look at the arguments after the tensor in `torch.Tensor.to(t, ...)`.
+    own = ast.Call(func=node.func, args=node.args[1:], keywords=node.keywords) if unbound else node
+    if name == "numpy":
+        force = keyword(own, "force")
+        if isinstance(force, ast.Constant) and force.value is True:
+            return ".numpy(force=True)"
+        return None
+    if name == "cpu":
+        return ".cpu()"
+    if move_destination("to", own, ctx.qualname, ctx.value) != "cpu":
+        return None
+    if is_non_blocking(own) is not False:
+        return None  # non_blocking=True does not wait; an expression may be True
+    return ".to(cpu)"

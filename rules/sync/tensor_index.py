@@ -97,6 +97,25 @@ class TensorAsIndex(Rule):
             count=5,
             note="lists, writes, function forms",
         ),
+        Invalid(
+            """
+            import torch
+
+            NAMES = ["person", "bicycle", "car"]
+
+            def detect(model, dataset, device):
+                for path, im in dataset:
+                    pred = model(torch.from_numpy(im).to(device))
+                    for det in pred:
+                        counts = [0, 0, 0]
+                        for cls in det[:, 5]:
+                            counts[cls] += 1
+                        for c in det[:, 5].unique():
+                            print(NAMES[c])
+            """,
+            count=2,
+            note="iterating a column of an accelerator tensor yields 0-dim tensors (YOLO-style)",
+        ),
     ]
     valid = [
         Valid(
@@ -154,6 +173,25 @@ class TensorAsIndex(Rule):
                     self.table = torch.zeros(total)
             """,
             note="__init__ runs once",
+        ),
+        Valid(
+            """
+            import torch
+
+            NAMES = ["person", "bicycle", "car"]
+
+            def detect(model, dataset, device):
+                for path, im in dataset:
+                    pred = model(torch.from_numpy(im).to(device))
+                    for det in pred:
+                        det = det.cpu()
+                        counts = [0, 0, 0]
+                        for cls in det[:, 5]:
+                            counts[cls] += 1
+                        for c in det[:, 5].tolist():
+                            print(NAMES[int(c)])
+            """,
+            note="the detections copied to the host once: their elements are read there",
         ),
     ]
     benchmark = Benchmark(
