@@ -39,6 +39,26 @@ def test_each_path_of_a_dict():
     assert found["drop_last"] == {ABSENT}
 
 
+def test_a_dict_shared_by_two_loaders_is_read_by_both():
+    """pytorch/examples' mnist: `accel_kwargs` updates the train and the test loader's dicts."""
+    source = """
+        def make(ds1, ds2, use_accel):
+            train_kwargs = {"batch_size": 64}
+            test_kwargs = {"batch_size": 1000}
+            if use_accel:
+                accel_kwargs = {"num_workers": 1, "pin_memory": True}
+                train_kwargs.update(accel_kwargs)
+                test_kwargs.update(accel_kwargs)
+            train = DataLoader(ds1, **train_kwargs)
+            return train, DataLoader(ds2, **test_kwargs)
+    """
+    tree = ast.parse(textwrap.dedent(source))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "DataLoader"]
+    for call in calls:
+        attach(call, tree.body[0])
+        assert star_settings(call)["pin_memory"] == {True, ABSENT}
+
+
 @pytest.mark.parametrize("code", [
     "def make(ds, kwargs):\n    kwargs['pin_memory'] = True\n    return DataLoader(ds, **kwargs)",
     "def make(ds, cfg):\n    kwargs = {}\n    kwargs.update(cfg)\n    return DataLoader(ds, **kwargs)",

@@ -167,6 +167,13 @@ def _change(use: ast.Name, parent: ast.AST | None, parents: dict[ast.AST, ast.AS
     """What a use of the dict does to it: "read", a map of the keys it sets, or None (unknown)."""
     if isinstance(parent, ast.keyword) and parent.arg is None:
         return "read"  # `**kwargs` in another call
+    if isinstance(parent, ast.Call) and parent.args == [use] and not parent.keywords \
+            and isinstance(parent.func, ast.Attribute) and parent.func.attr == "update" \
+            and not (isinstance(parent.func.value, ast.Name) and parent.func.value.id == use.id):
+        return "read"  # `train_kwargs.update(cuda_kwargs)` reads cuda_kwargs
+    if isinstance(parent, ast.Dict) and use in parent.values and None in parent.keys \
+            and parent.keys[parent.values.index(use)] is None:
+        return "read"  # `{**cuda_kwargs, ...}`
     if isinstance(parent, ast.Subscript) and parent.value is use:
         key = parent.slice
         if isinstance(parent.ctx, ast.Load):
