@@ -293,7 +293,7 @@ class BooleanMaskIndexing(Rule):
             return
         if whole_tensor and not mask_has_shape_of(mask, inner.value, ctx.qualname):
             return  # numel of x[m] counts trailing elements too unless m has x's shape
-        if count_reaches_host(whole, ctx):
+        if ctx.reaches_host(whole):
             return  # the count would be read back on the host: the sync would only move
         torch = ctx.torch_alias()
         fix = ctx.fix(
@@ -594,84 +594,6 @@ def _mask_for(mask: ast.expr, x: ast.expr, provable: bool, ctx: RuleContext) -> 
     m = receiver_text(ctx, mask)
     xt = ctx.text(x)
     return f"{m}.reshape({m}.shape + (1,) * ({xt}.dim() - {m}.dim()))"
-
-
-# Where a value reaches the host: a tensor there is read back (`bool`, `int`, `__index__`...).
-_HOST_CALLS = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.range", "builtins.len",
-                         "builtins.str", "builtins.repr", "builtins.format", "builtins.print", "builtins.round",
-                         "builtins.list", "builtins.tuple", "builtins.sorted", "builtins.max", "builtins.min",
-                         "builtins.divmod", "builtins.hex", "builtins.chr", "math.ceil", "math.floor"})
-_HOST_METHODS = frozenset({"item", "tolist", "numpy", "cpu", "__int__", "__index__", "__bool__", "__float__"})
-
-
-def count_reaches_host(node: ast.expr, ctx: RuleContext, depth: int = 2) -> bool:
-    """Might the value of `node` (a count that a fix would keep on the device) be read on
-    the host? Syntactic and conservative: `if`/`while`/`assert` tests, `not`/`and`/`or`,
-    builtins like `int`/`range`/`len`, formatting, `.item()`/`.tolist()`, an index, an
-    argument of any call, or a store somewhere other than a plain name; a plain name is
-    followed to its other uses in the function (`depth` names deep). Returns, containers,
-    arithmetic and comparisons are followed or accepted."""
-    child: ast.AST = node
-    while True:
-        parent = ctx.parent(child)
-        if parent is None:
-            return True
-        if isinstance(parent, (ast.BinOp, ast.Compare)) or (
-                isinstance(parent, ast.UnaryOp) and not isinstance(parent.op, ast.Not)):
-            child = parent
-            continue
-        if isinstance(parent, ast.IfExp):
-            if child is parent.test:
-                return True
-            child = parent
-            continue
-        if isinstance(parent, (ast.Return, ast.Expr)):
-            return False
-        if isinstance(parent, (ast.Tuple, ast.List, ast.Dict)):
-            child = parent
-            continue
-        if isinstance(parent, ast.Attribute):
-            if parent.attr in _HOST_METHODS:
-                return True
-            grand = ctx.parent(parent)
-            if isinstance(grand, ast.Call) and grand.func is parent:
-                child = grand  # a tensor method (`.float()`, `.add(1)`): its result
-                continue
-            return True
-        if isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and child is parent.value:
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            if len(targets) != 1 or not isinstance(targets[0], ast.Name) or depth <= 0:
-                return True
-            return _name_reaches_host(targets[0].id, parent, ctx, depth - 1)
-        return True  # a test, a call argument, an index, formatting, `not`, `and`/`or`, ...
-
-
-def _enclosing_loop(node: ast.AST, ctx: RuleContext) -> ast.AST | None:
-    current = ctx.parent(node)
-    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        if isinstance(current, (ast.For, ast.AsyncFor, ast.While)):
-            return current
-        current = ctx.parent(current)
-    return None
-
-
-def _name_reaches_host(name: str, statement: ast.stmt, ctx: RuleContext, depth: int) -> bool:
-    """Is `name` (bound by `statement`) read on the host in the loop that runs `statement`?
-    A read after that loop happens once, not every step: an accumulator read at the end
-    (`total += m.sum()` ... `float(total)`) is what the fix is for."""
-    scope = ctx.function_node
-    if scope is None:
-        return True
-    loop = _enclosing_loop(statement, ctx)
-    for sub in ast.walk(scope):
-        if isinstance(sub, (ast.Global, ast.Nonlocal)) and name in sub.names:
-            return True
-        if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load):
-            if loop is not None and not (loop.lineno <= sub.lineno <= (loop.end_lineno or loop.lineno)):
-                continue  # read once, after the loop
-            if count_reaches_host(sub, ctx, depth):
-                return True
-    return False
 
 
 def _is_zero(node: ast.AST) -> bool:

@@ -9,7 +9,6 @@ from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
 from ._support import statement_line_bounds
-from .boolean_mask import count_reaches_host
 
 _FUNCTIONS = {"torch.nonzero": "torch.nonzero", "torch.argwhere": "torch.argwhere"}
 
@@ -261,7 +260,7 @@ class Nonzero(Rule):
         assert isinstance(inner, ast.Call)
         if any(kw.arg == "out" for kw in inner.keywords):
             return
-        if count_reaches_host(whole, ctx):
+        if ctx.reaches_host(whole):
             return  # the count would be read back on the host: the sync would only move
         torch = ctx.torch_alias()
         text = f"{torch or 'torch'}.count_nonzero({ctx.text(found[1])})"
