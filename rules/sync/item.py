@@ -173,6 +173,22 @@ class TensorItem(Rule):
             note="a per-step logging list: a display-only suggestion to keep the tensors and read "
                  "them once (`torch.stack(losses).tolist()`) after the loop",
         ),
+        Invalid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    samples = images.to(device)
+                    targets = [{k: v.to(device) for k, v in t.items()} for t in targets]
+                    outputs = model(samples)
+                    num_labels = targets[0]["labels"].item()
+                    loss = criterion(outputs, num_labels)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="the twin: targets moved to the device are read back from it",
+        ),
     ]
     valid = [
         Valid(
@@ -225,6 +241,23 @@ class TensorItem(Rule):
             history = torch.stack(losses).tolist()
             """,
             note="the logging list keeps the tensors and is read once, after the loop",
+        ),
+        Valid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    samples = images[0].to(device)
+                    outputs = model(samples)
+                    num_labels = targets[0]["labels"].item()
+                    num_boxes = int(targets[0]["boxes"].shape[0])
+                    first = float(targets[1]["area"].sum())
+                    loss = criterion(outputs, num_labels, num_boxes, first)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="the loop moves its images; the targets it never moves stay in host memory",
         ),
     ]
     benchmark = Benchmark(

@@ -153,6 +153,23 @@ class TensorToPythonScalar(Rule):
             """,
             note="__init__ runs once",
         ),
+        Valid(
+            """
+            import torch
+
+            def train_one_epoch(model, criterion, data_loader, optimizer, device):
+                for images, targets in data_loader:
+                    samples = images[0].to(device)
+                    outputs = model(samples)
+                    num_labels = targets[0]["labels"].item()
+                    num_boxes = int(targets[0]["boxes"].shape[0])
+                    first = float(targets[1]["area"].sum())
+                    loss = criterion(outputs, num_labels, num_boxes, first)
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="targets the loop never moves stay in host memory",
+        ),
     ]
     benchmark = Benchmark(
         setup="""

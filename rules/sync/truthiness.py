@@ -103,6 +103,24 @@ class TensorTruthiness(Rule):
             """,
             note="a tensor flowing into a helper through its parameter",
         ),
+        Invalid(
+            """
+            import torch
+
+            def evaluate(model, loader, device, n):
+                hits = []
+                for images, labels in loader:
+                    out = model(images.to(device))
+                    hits.append((out > 0).sum())
+                    if sum(hits) > 100:
+                        break
+                    score = out.max()
+                    if score > 0.5:
+                        print("high")
+            """,
+            count=2,
+            note="the twin: a sum of tensor counts, and a reduction, are tensors",
+        ),
     ]
     valid = [
         Valid(
@@ -159,6 +177,23 @@ class TensorTruthiness(Rule):
                     break
             """,
             note="once per epoch, outside the batch loop",
+        ),
+        Valid(
+            """
+            import torch
+
+            def evaluate(model, loader, device, n):
+                hits = []
+                for images, labels in loader:
+                    out = model(images.to(device))
+                    hits.append(len(out))
+                    if sum(hits) > 100:
+                        break
+                    assert isinstance(n, int)
+                    if n > 2:
+                        print(n)
+            """,
+            note="a sum of `len()` results, and a value after `assert isinstance(n, int)`, are Python numbers",
         ),
     ]
     benchmark = Benchmark(
