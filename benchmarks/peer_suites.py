@@ -563,7 +563,8 @@ def run_library(lib: Library, work: Path, *, source: Path | None = None, python:
     lib_work.mkdir(parents=True, exist_ok=True)
     log_file = lib_work / "log.txt"
     log_file.write_text("")
-    result: dict = {"library": lib.name, "spec": lib.spec, "tests_selected": lib.tests, "exclude": lib.exclude}
+    result: dict = {"library": lib.name, "spec": lib.spec, "tests_selected": lib.tests,
+                    "pytest_args": lib.pytest_args, "exclude": lib.exclude}
     start = time.perf_counter()
     archive = source if source is not None else download_sdist(lib.spec, work / "downloads")
     result["source"] = str(archive)
@@ -622,7 +623,18 @@ def markdown(summary: dict) -> str:
         if "error" in r:
             lines += ["Harness error:", "", "```", r["error"][-2000:], "```"]
             continue
-        lines.append("Tests: " + " ".join(f"`{t}`" for t in r["tests_selected"]))
+        lines.append("Tests: " + " ".join(f"`{t}`" for t in r["tests_selected"])
+                     + (f", pytest arguments `{' '.join(r['pytest_args'])}`" if r.get("pytest_args") else "") + ".")
+        lines.append("")
+        versions = r["versions"]
+        packages = ", ".join(f"{n} {v}" for n, v in versions["packages"].items() if v)
+        lines.append(f"Environment: Python {versions['python']}, torch {versions['torch']}, {packages}"
+                     + (f"; shims: {', '.join(versions['shims'])}" if versions.get("shims") else "") + ".")
+        lines.append("")
+        before_counts, after_counts = r["fix"]["findings_before"], r["fix"]["findings_after"]
+        lines.append("Findings per rule before → after the fix: " + ", ".join(
+            f"{c} {before_counts.get(c, 0)} → {after_counts.get(c, 0)}"
+            for c in sorted(set(before_counts) | set(after_counts))) + ".")
         lines.append("")
         lines.append(f"Before: {r['before']['counts']} ({r['before']['seconds']} s); "
                      f"after: {r['after']['counts']} ({r['after']['seconds']} s).")
