@@ -174,7 +174,8 @@ as_a_user = pytest.mark.skipif(not _modes_enforced(),
 # A test that starts a process (an interpreter, git, pre-commit) costs about a second; the
 # README's test command must stay fast on 2 cores. Such tests are marked `subprocess`, and
 # there are at most this many: check in-process (click's CliRunner) instead where you can.
-SUBPROCESS_BUDGET = 16
+# (17: the GPU proof script and the peer-suites pipeline are shell/venv end-to-end checks.)
+SUBPROCESS_BUDGET = 17
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
