@@ -164,13 +164,16 @@ class Linter:
                  hot_functions: frozenset[str] = frozenset()) -> tuple[list[RawFinding], FileAnalysis]:
         dispatch: dict[type, list] = {}
         hot_only: dict = {}
+        per_sample: set = set()
         for rule in rules:
             for node_type, method_name in type(rule).visitors().items():
                 method = getattr(rule, method_name)
                 dispatch.setdefault(node_type, []).append(method)
                 hot_only[method] = getattr(method, "hot_only", type(rule).hot_only)
+                if type(rule).per_sample:
+                    per_sample.add(method)
         raw = source.raw if source.raw is not None else source.text.encode("utf-8", "surrogatepass")
-        analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions,
+        analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions, per_sample=per_sample,
                                 test_file=is_test_file(source.path),
                                 transforms_file=is_transforms_file(source.path),
                                 host_only=_host_only(raw))

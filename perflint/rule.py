@@ -126,6 +126,10 @@ class Rule:
     fix_reveals: ClassVar[tuple[str, ...]] = ()
     # Only visit nodes that run every step; False for configuration rules (DataLoader(...)).
     hot_only: ClassVar[bool] = True
+    # Also visit the per-sample and per-batch code of the data pipeline (`Dataset.__getitem__`,
+    # collate functions, transforms' `__call__`), which is cold for sync rules: host work there
+    # runs for every sample. For host-copy rules.
+    per_sample: ClassVar[bool] = False
     default_enabled: ClassVar[bool] = True
     # Byte strings at least one of which a file must contain for this rule to possibly fire.
     # `None` means "any file that imports torch or mentions tensors".

@@ -159,7 +159,8 @@ class FileAnalysis(FileFacts):
         # ... and a function handed a loader, or handing one to another file's function:
         # where its batches go decides the loader's findings
         return func.hot or func.has_loop or self.cold_rules_enabled or id(func) in self.cross.feeding \
-            or any(value.kind is Kind.LOADER for value in func.arg_values.values())
+            or any(value.kind is Kind.LOADER for value in func.arg_values.values()) \
+            or (bool(self.per_sample_rules) and self.is_per_sample(func))
 
     def _caller_first_order(self) -> list[FunctionInfo]:
         """Functions ordered so that callers come before their callees (cycles broken)."""

@@ -41,6 +41,11 @@ class RuleContext:
         return bool(self._walker and self._walker.hot)
 
     @property
+    def per_sample(self) -> bool:
+        """Does the current node run for every sample in the data pipeline (and not in a step)?"""
+        return bool(self._walker and self._walker.per_sample and not self._walker.hot)
+
+    @property
     def imports_torch(self) -> bool:
         return self.analysis.imports_torch
 

@@ -44,8 +44,12 @@ class FileFacts:
         test_file: bool = False,
         host_only: bool = False,
         transforms_file: bool = False,
+        per_sample: set[Callable] | None = None,
     ) -> None:
         self.tree = tree
+        # rules that also run in the data pipeline's per-sample code (see `is_per_sample`)
+        self.per_sample_rules: set[Callable] = per_sample or set()
+        self._collate_names: set[str] | None = None
         self.test_file = test_file  # pytest's file: its `test_*` functions are tests
         # The file never names an accelerator or a device: what it builds stays on the CPU.
         self.host_only = host_only
@@ -146,6 +150,19 @@ class FileFacts:
         """A pytest test function (`test_*` in a test file): it checks, it does not train."""
         return self.test_file and is_test_function_name(func.name)
 
+    def is_per_sample(self, func: FunctionInfo) -> bool:
+        """Code the data pipeline runs for every sample or batch: a dataset's `__getitem__`, a
+        transform's `__call__`, a collate function (named so, or passed as `collate_fn=`)."""
+        if func.cls is not None:
+            return func.cls.is_data_pipeline and func.name in _PER_SAMPLE_METHODS
+        if func.parent is not None:
+            return False
+        if self._collate_names is None:
+            self._collate_names = {kw.value.id for node in ast.walk(self.tree) if isinstance(node, ast.Call)
+                                   for kw in node.keywords
+                                   if kw.arg == "collate_fn" and isinstance(kw.value, ast.Name)}
+        return "collate" in func.name.lower() or func.name in self._collate_names
+
     def overrides(self, cls: ClassInfo, name: str) -> list[FunctionInfo]:
         """Methods called `name` that classes derived from `cls` in this file define."""
         if self._subclasses is None:
@@ -240,6 +257,10 @@ def is_device_generic(func: FunctionInfo) -> bool:
 
 def _any_device(value: Value) -> Value:
     return value.with_device(None) if value.on_cpu else value
+
+
+_PER_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__", "forward",
+                                 "transform", "collate", "collate_fn"})
 
 
 def _is_data_pipeline_base(base: str) -> bool:

@@ -44,6 +44,8 @@ class Frame:
         # While `hot`: why, as a chain from the entry point, and the seeded function of this
         # file at its root when other files are the entry (see records.FunctionInfo).
         self.hot_origin: tuple[HotChain, str | None] = ((), None)
+        # per-sample code of the data pipeline (a report walk): host-copy rules run there too
+        self.per_sample = mode == REPORT and bool(file.per_sample_rules) and file.is_per_sample(func)
         self.loops: list[LoopInfo] = []
         self.memo: dict[ast.AST, Value] = {}
         self.stmt: ast.stmt | None = None
@@ -234,7 +236,8 @@ class Frame:
             # A call that hands a loader of this file to code of another file that moves
             # its batches every step is where this file sees those moves.
             hot = self.hot or node in self.file.cross.fed
+            per_sample = self.per_sample and not hot
             for rule in rules:
-                if hot or not self.file.hot_only.get(rule, True):
+                if hot or not self.file.hot_only.get(rule, True) or (per_sample and rule in self.file.per_sample_rules):
                     ctx._enter(rule, node)
                     rule(node, ctx)

@@ -17,7 +17,10 @@ _SHARED_KEYWORDS = frozenset({"dtype", "device"})
 
 class TensorFromNumpyCopy(Rule):
     """## What it does
-    Checks for `torch.tensor(array)` on a NumPy array in code that runs every step.
+    Checks for `torch.tensor(array)` on a NumPy array in code that runs every step, and in
+    the data pipeline's per-sample and per-batch code (`Dataset.__getitem__`, a collate
+    function, a transform's `__call__`): host work that runs for every sample, in the
+    DataLoader's workers or in the main process.
 
     `torch.Tensor(array)` is not reported: the legacy constructor already shares the array's
     memory when its dtype is the default dtype, and must convert (copy) otherwise. Neither
@@ -68,7 +71,8 @@ class TensorFromNumpyCopy(Rule):
 
     code = "PFL102"
     name = "tensor-from-numpy-copy"
-    message = "`{call}(ndarray)` copies the NumPy array every step; `torch.as_tensor` shares its memory"
+    message = "`{call}(ndarray)` copies the NumPy array {when}; `torch.as_tensor` shares its memory"
+    per_sample = True
     family = "data"
     fix_availability = FixAvailability.SOMETIMES
     triggers = (b"tensor(", b"Tensor(")
@@ -117,6 +121,39 @@ class TensorFromNumpyCopy(Rule):
             unsafe_fixes=True,
             note="requires_grad: only torch.tensor takes it, no fix",
         ),
+        Invalid(
+            """
+            import numpy as np
+            import torch
+
+            class Frames(torch.utils.data.Dataset):
+                def __getitem__(self, i):
+                    frames = np.stack([self.decode(i, k) for k in range(8)])
+                    return torch.tensor(frames), self.labels[i]
+
+            def collate(batch):
+                return torch.tensor(np.stack([b[0] for b in batch]))
+
+            loader = torch.utils.data.DataLoader(Frames(), collate_fn=collate)
+            """,
+            count=2,
+            fixed="""
+            import numpy as np
+            import torch
+
+            class Frames(torch.utils.data.Dataset):
+                def __getitem__(self, i):
+                    frames = np.stack([self.decode(i, k) for k in range(8)])
+                    return torch.as_tensor(frames), self.labels[i]
+
+            def collate(batch):
+                return torch.as_tensor(np.stack([b[0] for b in batch]))
+
+            loader = torch.utils.data.DataLoader(Frames(), collate_fn=collate)
+            """,
+            unsafe_fixes=True,
+            note="the data pipeline: a dataset's __getitem__ and a collate function run for every sample",
+        ),
     ]
     valid = [
         Valid(
@@ -144,6 +181,20 @@ class TensorFromNumpyCopy(Rule):
             """,
             note="once, at import",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+
+            class Frames(torch.utils.data.Dataset):
+                def __init__(self, table):
+                    self.table = torch.tensor(np.asarray(table))
+
+                def statistics(self):
+                    return torch.tensor(np.stack(self.rows))
+            """,
+            note="a dataset's set-up and helper methods run once, not for every sample",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -169,7 +220,8 @@ class TensorFromNumpyCopy(Rule):
         device = keyword(node, "device")
         if device is not None and device_target(device.value, ctx) != "cpu":
             return
-        ctx.report(node, call=ctx.text(node.func), fix=self._fix(node, ctx))
+        when = "for every sample (data pipeline)" if ctx.per_sample else "every step"
+        ctx.report(node, call=ctx.text(node.func), when=when, fix=self._fix(node, ctx))
 
     @staticmethod
     def _fix(node: ast.Call, ctx: RuleContext) -> FixPlan | None:
