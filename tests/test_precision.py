@@ -14,6 +14,26 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "a branch on a parameter that every hot call leaves at its default does not run": """
+        import torch
+
+        class Head(torch.nn.Module):
+            def forward(self, x, labels):
+                for i in range(x.shape[0]):
+                    try:
+                        out = self.assign(x[i], labels[i])
+                    except RuntimeError:
+                        torch.cuda.empty_cache()
+                        out = self.assign(x[i], labels[i], "cpu")
+                return out
+
+            def assign(self, x, labels, mode="gpu", debug=False):
+                if mode == "cpu":
+                    x = x.cpu()
+                if debug:
+                    print(x.sum().item())
+                return x + 1
+    """,
     "a list of float tensors joined with cat is not a mask": """
         import torch
 

@@ -13,6 +13,28 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "a parameter that a hot call passes, or that a caller passes with **kwargs, may be anything": (
+        """
+        import torch
+
+        class Head(torch.nn.Module):
+            def forward(self, x, cfg):
+                a = self.assign(x, mode=cfg.mode)
+                b = self.report(x, **cfg.options)
+                return a, b
+
+            def assign(self, x, mode="gpu"):
+                if mode == "cpu":
+                    x = x.cpu()
+                return x
+
+            def report(self, x, debug=False):
+                if debug:
+                    print(x.sum().item())
+                return x
+        """,
+        {(11, "PFL203"), (16, "PFL201")},
+    ),
     "masks joined with stack or cat, and a list of masks appended in a loop, are masks": (
         """
         import torch

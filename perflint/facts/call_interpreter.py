@@ -15,6 +15,7 @@ from .calls import external_call_value, may_be_project_function
 from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
+from .hot_regions import parameter_defaults
 from .hotness import is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
 from .loader_settings import attach as attach_loader_settings
 from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
@@ -474,6 +475,11 @@ class CallInterpreter(ExpressionInterpreter):
             target.local_calls += 1
             if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
                 target.opaque_calls = True  # `f(*args, **kwargs)` may pass anything
+        if not self.silent and self.hot and self.mode != SUMMARY:
+            passed = set(binding)
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                passed |= set(parameter_defaults(target))  # `f(*args, **kwargs)` may pass any
+            target.hot_passed = passed | (target.hot_passed or set())
         if not self.silent:
             reason = f"called from hot code in `{self.func.name}`"
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason, self.hot_origin,

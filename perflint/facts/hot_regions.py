@@ -172,3 +172,52 @@ def leaves_hot_region(body: list[ast.stmt], loops: list[LoopInfo], func_hot: boo
     if jump is ast.Return:
         return not func_hot and any(loop.root_hot for loop in loops)
     return False
+
+
+# ----------------------------------------------------------------- parameters
+def parameter_defaults(func: FunctionInfo) -> dict[str, ast.expr | None]:
+    """Each parameter of `func` and its default expression (None: no default)."""
+    node = func.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {}
+    args = node.args
+    positional = args.posonlyargs + args.args
+    defaults: dict[str, ast.expr | None] = {a.arg: None for a in positional}
+    for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        defaults[arg.arg] = default
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        defaults[arg.arg] = default
+    return defaults
+
+
+def default_decides(test: ast.expr, func: FunctionInfo) -> bool | None:
+    """The value of `if mode == "cpu":` / `if debug:` in hot code when `func` is hot only
+    through this file's calls and none of them passes that parameter: it holds its constant
+    default (YOLOX's `get_assignments(..., mode="gpu")`, whose "cpu" call is an OOM fallback).
+    None when that is not known."""
+    if func.hot_passed is None or not func.hot_reason.startswith("called from hot code"):
+        return None
+    negate = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negate = test.operand, True
+    if isinstance(test, ast.Name):
+        name, compare = test.id, None
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and isinstance(test.comparators[0], ast.Constant) \
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
+        name, compare = test.left.id, test
+    else:
+        return None
+    defaults = parameter_defaults(func)
+    default = defaults.get(name)
+    if name not in defaults or name in func.hot_passed or not isinstance(default, ast.Constant):
+        return None
+    value = default.value
+    if compare is None:
+        result = bool(value)
+    else:
+        other = compare.comparators[0].value  # type: ignore[union-attr]
+        op = compare.ops[0]
+        same = value is other if isinstance(op, (ast.Is, ast.IsNot)) else value == other
+        result = same if isinstance(op, (ast.Eq, ast.Is)) else not same
+    return not result if negate else result

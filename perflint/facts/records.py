@@ -81,6 +81,9 @@ class FunctionInfo:
     callees: list[FunctionInfo] = field(default_factory=list)
     hot: bool = False
     hot_reason: str = ""
+    # The parameters that this file's hot calls of it pass (None: no hot call seen): where
+    # hot only through them, a parameter none of them passes holds its default.
+    hot_passed: set[str] | None = None
     # Why it is hot, from the entry point down: (row, what) steps, the entry first; and the
     # function of this file that other files seed, when that is the entry (its callers'
     # chains live in their files: `perflint.hot_paths` joins them).

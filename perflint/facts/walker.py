@@ -21,7 +21,14 @@ from .environment import (
     join_env,
     tensor_check_subject,
 )
-from .hot_regions import in_test_or_data_pipeline, is_data, is_once_test, is_step_loop, leaves_hot_region
+from .hot_regions import (
+    default_decides,
+    in_test_or_data_pipeline,
+    is_data,
+    is_once_test,
+    is_step_loop,
+    leaves_hot_region,
+)
 from .hotness import (
     eager_truth,
     few_iterations,
@@ -144,6 +151,9 @@ class Walker(DispatchInterpreter):
         # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
         eager = eager_truth(node.test, self.qualname)
         body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
+        if hot and self.mode == REPORT:  # `if mode == "cpu":` with mode at its default "gpu"
+            default = default_decides(node.test, self.func)
+            body_hot, else_hot = body_hot and default is not False, else_hot and default is not True
         before = self.env
         self.env = dict(before)
         self._narrow(node.test)
