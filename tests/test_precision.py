@@ -14,6 +14,20 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "batch parts a loop over enumerate(loader) never moves stay in host memory": """
+        import torch
+
+        def scale(im1_shape, boxes, im0_shape):
+            gain = min(im1_shape[0] / im0_shape[0], im1_shape[1] / im0_shape[1])
+            return boxes / gain
+
+        def run(model, loader, device):
+            for batch_i, (im, targets, shapes) in enumerate(loader):
+                im = im.to(device)
+                preds = model(im)
+                for si, pred in enumerate(preds):
+                    scale(im[si].shape[1:], pred, shapes[si][0])
+    """,
     "a branch on a parameter that every hot call leaves at its default does not run": """
         import torch
 

@@ -43,7 +43,7 @@ from .hotness import (
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
 from .syntax import dotted, pattern_names
 from .torch_api import classify_device
-from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join
+from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join, tuple_of
 
 
 class Walker(DispatchInterpreter):
@@ -223,11 +223,12 @@ class Walker(DispatchInterpreter):
         few = few_iterations(node.iter)
         data = is_data(iterable, elem) and not few
         targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
-        if data and elem.kind is Kind.BATCH and elem.device is None and moves_a_target(node.body, targets):
+        if data and moves_a_target(node.body, targets):
             # `for images, targets in loader: images = images.to(dev)`: a loader whose
             # batches the loop moves itself yields them in host memory; what it leaves
-            # there (`targets[0]["labels"]`) is read without a sync
-            elem = replace(elem, device="cpu")
+            # there (`targets[0]["labels"]`) is read without a sync (also through
+            # `enumerate(loader)`)
+            elem = _in_host_memory(elem)
         if elem.kind is Kind.TENSOR and not elem.zero_dim and yields_scalars(node.iter, self.qualname):
             # `for cls in det[:, 5]:` iterating a column (or `unique()` values) yields 0-dim
             # tensors: each `int(cls)`, `names[cls]` reads one to the host
@@ -490,3 +491,15 @@ def yields_scalars(node: ast.expr, qualname) -> bool:
                     and isinstance(node.args[0].operand, ast.Constant) and node.args[0].operand.value == 1
             return not node.args and not node.keywords
     return False
+
+
+def _in_host_memory(elem: Value) -> Value:
+    """A batch of no known device, as a loop that moves parts of it yields it: in host memory
+    (inside `enumerate`'s or `zip`'s tuples too)."""
+    if elem.kind is Kind.BATCH and elem.device is None:
+        return replace(elem, device="cpu")
+    if elem.kind is Kind.SEQ and elem.items is not None:
+        items = tuple(_in_host_memory(item) for item in elem.items)
+        return replace(elem, items=items, elem=tuple_of(items).elem) if items != elem.items else elem
+    return elem
+
