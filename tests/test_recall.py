@@ -13,6 +13,19 @@ import pytest
 from perflint.api import check_source
 
 CASES = {
+    "a loop that may continue before its final return runs every step": (
+        """
+        import torch
+
+        def first_good(model, loader):
+            for images, _ in loader:
+                out = model(images.cuda())
+                if out.isnan().any():
+                    continue
+                return out.sum().item()
+        """,
+        {(6, "PFL206")},
+    ),
     "a parameter that a hot call passes, or that a caller passes with **kwargs, may be anything": (
         """
         import torch

@@ -388,6 +388,22 @@ def few_iterations(iterable: ast.expr) -> bool:
     return False
 
 
+def runs_once(body: list[ast.stmt]) -> bool:
+    """A loop body that always ends in `return`, `break` or `raise` and never `continue`s:
+    the loop runs one iteration (`for images, _ in loader: ...; return` times one batch)."""
+    if terminates(body) is None:
+        return False
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Continue):
+            return False
+        if not isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                                 ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return True
+
+
 def few_while_iterations(loop: ast.While, preceding: list[ast.stmt]) -> bool:
     """`retries = 2` then `while retries: ...; retries -= 1`: a retry loop runs a few times.
     `preceding`: the statements before the loop in its block."""

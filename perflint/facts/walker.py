@@ -38,6 +38,7 @@ from .hotness import (
     is_lazy_init,
     is_throttled_test,
     loop_counters,
+    runs_once,
     terminates,
 )
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
@@ -220,7 +221,7 @@ class Walker(DispatchInterpreter):
         iterable = self.ev(node.iter)
         self._dispatch(node)
         elem = element_of(iterable)
-        few = few_iterations(node.iter)
+        few = few_iterations(node.iter) or runs_once(node.body)
         data = is_data(iterable, elem) and not few
         targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         if data and moves_a_target(node.body, targets):
@@ -242,7 +243,8 @@ class Walker(DispatchInterpreter):
             self.ev(node.test)
             self._dispatch(node)
 
-        self._loop(node, False, test, node.body, node.test, few=few_while_iterations(node, self.preceding))
+        self._loop(node, False, test, node.body, node.test,
+                   few=few_while_iterations(node, self.preceding) or runs_once(node.body))
         self.body(node.orelse)
 
     def _loop_description(self, info: LoopInfo) -> str:
