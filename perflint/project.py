@@ -162,6 +162,9 @@ class ProjectIndex:
             return None
         if len(candidates) > 1:  # the same module name under two roots: take the caller's
             root = self.modules[caller][1]
+            same_root = [c for c in candidates if self.modules[c][1] == root]
+            if len(same_root) == 1:  # `import utils` beside `utils.py`, not `models/utils.py`
+                return same_root[0]
             candidates = [c for c in candidates
                           if self.modules[c][1] == root or root in self._roots.get(c, ())]
             if len(candidates) != 1:

@@ -81,6 +81,17 @@ def test_module_names_follow_package_directories(tmp_path):
     assert module_of(tmp_path / "scripts/utils.py") == ("utils", str(tmp_path / "scripts"))
 
 
+def test_a_sibling_module_wins_over_one_of_the_same_name_in_a_namespace_directory(tmp_path):
+    """ConvNeXt-V2: `import utils` in `engine.py` is `utils.py` beside it, not `models/utils.py`
+    (a directory without `__init__.py`, whose files are also importable by their own names)."""
+    write(tmp_path, {"engine.py": "", "utils.py": "", "models/utils.py": "", "models/net.py": ""})
+    paths = [tmp_path / p for p in ("engine.py", "utils.py", "models/utils.py", "models/net.py")]
+    index = ProjectIndex(paths)
+    assert index.resolve(0, "utils.MetricLogger.update") == (1, "MetricLogger.update")
+    assert index.resolve(3, "utils.LayerNorm") == (2, "LayerNorm")
+    assert index.resolve(0, "models.utils.LayerNorm") == (2, "LayerNorm")
+
+
 def test_relative_and_absolute_names_resolve_to_files(tmp_path):
     write(tmp_path, PACKAGE | {"scripts/run.py": "", "scripts/utils.py": ""})
     paths = [tmp_path / p for p in ("src/pkg/train.py", "src/pkg/metrics.py", "src/pkg/losses/focal.py",
