@@ -188,6 +188,16 @@ class Unique(Rule):
             note="no count fix where the count is read on the host (a condition, a size): the "
                  "sync would only move",
         ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                classes = torch.unique(y.cuda()).cpu().tolist()
+            """,
+            note="one expression, one finding: the chain's later copy (`.cpu()`, PFL203) is named in "
+                 "this finding's message, not reported again; `.tolist()` then reads host memory",
+        ),
     ]
     valid = [
         Valid(
