@@ -110,7 +110,7 @@ class CallInterpreter(ExpressionInterpreter):
         kwargs = {kw.arg: self.ev(kw.value) for kw in node.keywords}
         if self.mode == SUMMARY and not self.loops:
             called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if called and is_model_loading_call(called, self.qualname(func)):
+            if called and is_model_loading_call(called, lambda: self.qualname(func)):
                 self.func.loads_model = True
         if receiver is not None:
             assert isinstance(func, ast.Attribute)

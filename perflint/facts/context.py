@@ -27,6 +27,7 @@ class RuleContext:
         self._code = ""
         self.node: ast.AST | None = None
         self._parents: dict[ast.AST, ast.AST] | None = None
+        self._device_flow: DeviceFlow | None = None  # built on the first `reaches_host`
         analysis.context = self
 
     def _enter(self, visitor: object, node: ast.AST) -> None:
@@ -122,9 +123,9 @@ class RuleContext:
         """Would the value of `node`, kept on the device, be read to the host again as often
         as it is made (`if v:`, `int(v)`, `f"{v}"`, `lst[v]`, a non-torch call...)? A fix
         that turns a host read into a tensor removes the sync only when this is False."""
-        flow = getattr(self.analysis, "_device_flow", None)
+        flow = self._device_flow
         if flow is None:
-            flow = self.analysis._device_flow = DeviceFlow(self.analysis.tree)
+            flow = self._device_flow = DeviceFlow(self.analysis.tree)
 
         def is_tensor(expr: ast.expr) -> bool:
             return self.value(expr).kind in (Kind.TENSOR, Kind.BATCH)

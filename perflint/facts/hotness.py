@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Collection, Iterable
+from typing import Callable, Collection, Iterable
 
 from .syntax import dotted
 
@@ -81,10 +81,12 @@ _MODEL_LOADING = re.compile(r"^(?:attempt_load|load_(?:model|models|checkpoint|c
 _MODEL_LOADING_FUNCTIONS = frozenset({"torch.load", "torch.jit.load", "torch.hub.load", "torch.export.load"})
 
 
-def is_model_loading_call(name: str, qualname: str | None) -> bool:
+def is_model_loading_call(name: str, qualname: Callable[[], str | None]) -> bool:
     """`torch.load(path)`, `model.load_state_dict(sd)`, `AutoModel.from_pretrained(...)`,
-    `attempt_load(weights)`: `name` is the called name's last part."""
-    return qualname in _MODEL_LOADING_FUNCTIONS or bool(_MODEL_LOADING.match(name.lower()))
+    `attempt_load(weights)`: `name` is the called name's last part; `qualname` resolves the
+    whole name, asked only for a call named `load`."""
+    lower = name.lower()
+    return bool(_MODEL_LOADING.match(lower)) or (lower == "load" and qualname() in _MODEL_LOADING_FUNCTIONS)
 
 
 def is_loss_function_name(name: str) -> bool:

@@ -8,8 +8,8 @@ for the report, when the rules' visitors are called on the nodes they asked for.
 from __future__ import annotations
 
 import ast
-from typing import Callable
 from dataclasses import replace
+from typing import Callable
 
 from .dispatch import DispatchInterpreter
 from .environment import (
