@@ -14,6 +14,22 @@ import pytest
 from perflint.api import check_source
 
 SILENT = {
+    "container methods on what a module method returns: a dict of losses, keyed by strings": """
+        import torch
+
+        def add_prefix(inputs, prefix):
+            outputs = dict()
+            for name, value in inputs.items():
+                outputs[f"{prefix}.{name}"] = value
+            return outputs
+
+        class Depther(torch.nn.Module):
+            def forward_train(self, img, depth_gt):
+                losses = dict()
+                loss_decode = self.decode_head.forward_train(img, depth_gt)
+                losses.update(add_prefix(loss_decode, "decode"))
+                return losses
+    """,
     "a loop whose body always returns runs once (a throughput measurement on one batch)": """
         import time
         import torch

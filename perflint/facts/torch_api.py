@@ -409,7 +409,14 @@ def tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Valu
     return method_result_dims(name, call, recv, _tensor_method_value(name, call, recv, resolve))
 
 
+# Methods of Python containers that tensors lack: a "tensor" they are called on is really a
+# dict or list (the losses dict a module's `forward_train` returns), and so is what they give.
+_CONTAINER_METHODS = frozenset({"items", "keys", "get", "setdefault", "append", "extend", "update", "popitem"})
+
+
 def _tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Value:
+    if name in _CONTAINER_METHODS:
+        return UNKNOWN
     if name in ("size", "stride") and not call.args and not call.keywords:
         return SHAPE
     if name in TENSOR_PYTHON_METHODS:

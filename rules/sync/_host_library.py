@@ -68,6 +68,8 @@ def _feeds_library(node: ast.AST, ctx: RuleContext) -> bool:
     if isinstance(parent, ast.comprehension) and parent.iter is node:
         comp = ctx.parent(parent)
         element = getattr(comp, "elt", None)
+        while isinstance(element, (ast.Subscript, ast.Attribute)):  # `linear_sum_assignment(c)[1]`
+            element = element.value
         return element is not None and _is_host_call(element, ctx)
     return False
 

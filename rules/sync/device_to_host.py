@@ -231,6 +231,20 @@ class DeviceToHostCopy(Rule):
             """,
             note="targets the loop never moved are in host memory: `.cpu()` copies nothing",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            from scipy.optimize import linear_sum_assignment
+
+            class PermutationInvariantTraining(torch.nn.Module):
+                def forward(self, metric_mtx):
+                    mmtx = metric_mtx.detach().cpu()
+                    best_perm = torch.tensor(np.array([linear_sum_assignment(pwm)[1] for pwm in mmtx]))
+                    return best_perm.to(metric_mtx.device)
+            """,
+            note="a copy made for SciPy is PFL229's (opt-in)",
+        ),
     ]
     benchmark = Benchmark(
         setup="""

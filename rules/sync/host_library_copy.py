@@ -112,6 +112,20 @@ class HostLibraryCopy(Rule):
             count=4,
             note="SciPy, OpenCV (through a name), PIL and NumPy",
         ),
+        Invalid(
+            """
+            import numpy as np
+            import torch
+            from scipy.optimize import linear_sum_assignment
+
+            class PermutationInvariantTraining(torch.nn.Module):
+                def forward(self, metric_mtx):
+                    mmtx = metric_mtx.detach().cpu()
+                    best_perm = torch.tensor(np.array([linear_sum_assignment(pwm)[1] for pwm in mmtx]))
+                    return best_perm.to(metric_mtx.device)
+            """,
+            note="torchmetrics' PIT: each row of the copy goes to SciPy, the result indexed",
+        ),
     ]
     valid = [
         Valid(
