@@ -176,7 +176,7 @@ class Linter:
         analysis = FileAnalysis(tree, dispatch, hot_only, hot_functions=hot_functions, per_sample=per_sample,
                                 test_file=is_test_file(source.path),
                                 transforms_file=is_transforms_file(source.path),
-                                host_only=_host_only(raw))
+                                host_only=_host_only(raw), mentions_collate_fn=b"collate_fn" in raw)
         context = RuleContext(source, analysis)
         analysis.run()
         return context.findings, analysis

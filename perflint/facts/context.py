@@ -17,6 +17,24 @@ if TYPE_CHECKING:
     from ..source import SourceFile
 
 
+# What sits in a block (a statement's body, handlers, cases): their parents are found
+# without visiting any expression.
+_BLOCK_PARTS = (ast.stmt, ast.excepthandler, ast.match_case)
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _block_parents(tree: ast.Module) -> dict[ast.AST, ast.AST]:
+    parents: dict[ast.AST, ast.AST] = {}
+    stack: list[ast.AST] = [tree]
+    while stack:
+        outer = stack.pop()
+        for name in _BLOCK_FIELDS:
+            for child in getattr(outer, name, ()):
+                parents[child] = outer
+                stack.append(child)
+    return parents
+
+
 class RuleContext:
     def __init__(self, source: SourceFile, analysis: FileFacts) -> None:
         self.source = source
@@ -27,6 +45,7 @@ class RuleContext:
         self._code = ""
         self.node: ast.AST | None = None
         self._parents: dict[ast.AST, ast.AST] | None = None
+        self._block_parents: dict[ast.AST, ast.AST] | None = None
         self._device_flow: DeviceFlow | None = None  # built on the first `reaches_host`
         analysis.context = self
 
@@ -81,7 +100,11 @@ class RuleContext:
                             return outer
                 if part is node:
                     return statement
-        if self._parents is None:  # statements and the rest: a map of the whole file, once
+        if isinstance(node, _BLOCK_PARTS):  # a statement: a map of the blocks only, once
+            if self._block_parents is None:
+                self._block_parents = _block_parents(self.analysis.tree)
+            return self._block_parents.get(node)
+        if self._parents is None:  # an expression elsewhere: a map of the whole file, once
             self._parents = {
                 child: outer
                 for outer in ast.walk(self.analysis.tree)

@@ -45,11 +45,14 @@ class FileFacts:
         host_only: bool = False,
         transforms_file: bool = False,
         per_sample: set[Callable] | None = None,
+        mentions_collate_fn: bool = True,
     ) -> None:
         self.tree = tree
         # rules that also run in the data pipeline's per-sample code (see `is_per_sample`)
         self.per_sample_rules: set[Callable] = per_sample or set()
-        self._collate_names: set[str] | None = None
+        # functions passed as `collate_fn=` (found on first use; none when the source never
+        # says `collate_fn`, which spares a walk of the whole tree)
+        self._collate_names: set[str] | None = None if mentions_collate_fn else set()
         self.test_file = test_file  # pytest's file: its `test_*` functions are tests
         # The file never names an accelerator or a device: what it builds stays on the CPU.
         self.host_only = host_only
