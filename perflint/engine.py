@@ -146,6 +146,7 @@ class Linter:
                 result.bound_calls = tuple(sorted(cross.bound_calls))
                 result.calls = cross.asked()
                 result.summaries = analysis.summaries
+                analysis.release()
             if findings or post:  # tokenizing for comments costs; only when something needs it
                 suppressions = parse_suppressions(source.text)
                 result.diagnostics = self._diagnostics(source, findings, suppressions) if findings else []
@@ -178,7 +179,10 @@ class Linter:
                                 transforms_file=is_transforms_file(source.path),
                                 host_only=_host_only(raw), mentions_collate_fn=b"collate_fn" in raw)
         context = RuleContext(source, analysis)
-        analysis.run()
+        try:
+            analysis.run()
+        finally:
+            context.detach()
         return context.findings, analysis
 
     def _diagnostics(self, source: SourceFile, findings: Iterable[RawFinding],

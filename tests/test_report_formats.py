@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from xml.sax import saxutils
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -14,7 +15,7 @@ from perflint.api import check_source, linter_for
 from perflint.config import Settings
 from perflint.notebook import lint_notebook
 from perflint.report import FORMATTERS, render
-from perflint.report import github, sarif, statistics
+from perflint.report import github, junit, sarif, statistics
 from perflint.report.context import ReportContext, Sources
 from perflint.types import Applicability, Diagnostic, Edit, Fix, Location
 
@@ -313,3 +314,9 @@ def test_full_marks_unsafe_fixes_and_notebook_cells(diagnostics, context):
 def test_full_falls_back_to_concise_without_sources(diagnostics):
     text = render("full", diagnostics[:1], ReportContext())
     assert text.startswith(f"{diagnostics[0].path}:")
+
+
+@pytest.mark.parametrize("text", ['a&b<c>d', 'say "x"', "it's", "both \" and '", "a\nb\tc\rd", ""])
+def test_junit_escapes_as_the_standard_library_does(text):
+    assert junit.escape(text) == saxutils.escape(text)
+    assert junit.quoteattr(text) == saxutils.quoteattr(text)

@@ -49,6 +49,16 @@ class RuleContext:
         self._device_flow: DeviceFlow | None = None  # built on the first `reaches_host`
         analysis.context = self
 
+    def detach(self) -> None:
+        """Drop the links back to the analysis once it has run: without the cycle the
+        file's tree and facts are freed as soon as their last user lets go, not by a pass
+        of the cyclic collector over every node."""
+        self.analysis.context = None
+        self._walker = None
+        self._rule = None
+        self.node = None
+        self._device_flow = None
+
     def _enter(self, visitor: object, node: ast.AST) -> None:
         self._rule = getattr(visitor, "__self__", None)
         self._code = getattr(self._rule, "code", "")

@@ -73,6 +73,9 @@ class FileFacts:
         self.dispatch = dispatch or {}
         self.hot_only = hot_only or {}
         self.classes: dict[str, ClassInfo] = {}
+        # each def and class node -> its record (a map, not an attribute on the node: the
+        # tree would hold its records and they the tree, a cycle only the collector frees)
+        self.info_of: dict[ast.AST, FunctionInfo | ClassInfo] = {}
         self.functions: list[FunctionInfo] = []
         self.local_functions: dict[tuple[int, str], FunctionInfo] = {}
         self.module = FunctionInfo("<module>", tree)
@@ -101,7 +104,7 @@ class FileFacts:
                     owner_cls.methods.setdefault(node.name, info)
                 else:
                     self.local_functions[(id(owner) if owner else 0, node.name)] = info
-                node._perflint_info = info  # type: ignore[attr-defined]
+                self.info_of[node] = info
                 stack.extend((child, info, None) for child in reversed(node.body))
                 continue
             if isinstance(node, ast.ClassDef):
@@ -109,7 +112,7 @@ class FileFacts:
                 info_c = ClassInfo(node.name, node, [b for b in bases if b],
                                    top_level=owner is None and owner_cls is None)
                 self.classes.setdefault(node.name, info_c)
-                node._perflint_info = info_c  # type: ignore[attr-defined]
+                self.info_of[node] = info_c
                 stack.extend((child, owner, info_c) for child in reversed(node.body))
                 continue
             target = owner or self.module
@@ -131,6 +134,20 @@ class FileFacts:
         for target, expr in expressions:
             if not target.has_loop and contains_comprehension(expr):
                 target.has_loop = True
+
+    def release(self) -> None:
+        """Cut the links between the records once the file is done (methods and their class,
+        callers and callees, nested functions and their parent): the records reach the
+        tree, and without the cycles it is freed when the last reference goes, not by a
+        pass of the cyclic collector over every node."""
+        for func in self.functions:
+            func.callees = []
+            func.cls = func.parent = None
+        self.module.callees = []
+        for cls in self.classes.values():
+            cls.methods = {}
+            cls.local_bases = []
+        self._subclasses = None
 
     def _link_classes(self) -> None:
         for cls in self.classes.values():
@@ -198,10 +215,10 @@ class FileFacts:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 env.update(import_bindings(node))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if getattr(node, "_perflint_info", None) is not None:
+                if node in self.info_of:
                     env[node.name] = Value(Kind.FUNC, ref=node.name)
             elif isinstance(node, ast.ClassDef):
-                if getattr(node, "_perflint_info", None) is not None:
+                if node in self.info_of:
                     env[node.name] = Value(Kind.CLASS, ref=node.name)
             elif isinstance(node, (ast.If, ast.Try)) or type(node).__name__ == "TryStar":
                 children = list(node.body) + list(node.orelse)

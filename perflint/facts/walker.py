@@ -384,14 +384,15 @@ class Walker(DispatchInterpreter):
         for decorator in node.decorator_list:
             self.ev(decorator)
         self.hot = hot
-        info = getattr(node, "_perflint_info", None)
+        info = self.file.info_of.get(node)
         value = Value(Kind.FUNC, ref=node.name) if info is not None else UNKNOWN
         if self.cls_scope is None:
             self.env[node.name] = value
         self._dispatch(node)
 
     def st_ClassDef(self, node: ast.ClassDef) -> None:
-        info: ClassInfo | None = getattr(node, "_perflint_info", None)
+        info = self.file.info_of.get(node)
+        assert info is None or isinstance(info, ClassInfo)
         for base in node.bases:
             self.ev(base)
         outer_cls, outer_env, hot = self.cls_scope, self.env, self.hot
