@@ -23,6 +23,11 @@ from .values import Kind, Value, join
 Visitor = Callable[[ast.AST, Any], None]
 
 
+def _subset(dispatch: dict[type, list[Visitor]], keep: Callable[[Visitor], bool]) -> dict[type, list[Visitor]]:
+    kept = {node_type: [rule for rule in rules if keep(rule)] for node_type, rules in dispatch.items()}
+    return {node_type: rules for node_type, rules in kept.items() if rules}
+
+
 class RuleHost(Protocol):
     """What the walkers need of the context handed to rules (`context.RuleContext`, one
     layer up): to be told which walker is asking, and which rule and node it enters."""
@@ -72,6 +77,11 @@ class FileFacts:
         self.external_hot_call_origins: dict[str, tuple[HotChain, str | None]] = {}
         self.dispatch = dispatch or {}
         self.hot_only = hot_only or {}
+        # the visitors called off the hot path: those that also report cold code, and those
+        # plus the per-sample ones in the data pipeline (each in the dispatch's order)
+        self.cold_dispatch = _subset(self.dispatch, lambda rule: not self.hot_only.get(rule, True))
+        self.per_sample_dispatch = _subset(
+            self.dispatch, lambda rule: not self.hot_only.get(rule, True) or rule in self.per_sample_rules)
         self.classes: dict[str, ClassInfo] = {}
         # each def and class node -> its record (a map, not an attribute on the node: the
         # tree would hold its records and they the tree, a cycle only the collector frees)

@@ -228,16 +228,22 @@ class Frame:
 
     # ----------------------------------------------------------------- rules
     def _dispatch(self, node: ast.AST) -> None:
-        rules = self.file.dispatch.get(type(node))
-        if rules and self.reporting:
-            ctx = self.file.context
-            assert ctx is not None
-            ctx._walker = self
-            # A call that hands a loader of this file to code of another file that moves
-            # its batches every step is where this file sees those moves.
-            hot = self.hot or node in self.file.cross.fed
-            per_sample = self.per_sample and not hot
-            for rule in rules:
-                if hot or not self.file.hot_only.get(rule, True) or (per_sample and rule in self.file.per_sample_rules):
-                    ctx._enter(rule, node)
-                    rule(node, ctx)
+        if not self.reporting:
+            return
+        file = self.file
+        # A call that hands a loader of this file to code of another file that moves
+        # its batches every step is where this file sees those moves.
+        if self.hot or node in file.cross.fed:
+            rules = file.dispatch.get(type(node))
+        elif self.per_sample:
+            rules = file.per_sample_dispatch.get(type(node))
+        else:
+            rules = file.cold_dispatch.get(type(node))
+        if not rules:
+            return
+        ctx = file.context
+        assert ctx is not None
+        ctx._walker = self
+        for rule in rules:
+            ctx._enter(rule, node)
+            rule(node, ctx)
