@@ -44,9 +44,9 @@ PLANTED_SYNCS = [
 # the others (loader settings, a constant built in forward, numpy noise, model.to every step,
 # zero_grad) are not syncs on their line: their copies block where the tensors are moved.
 DATA_MOVEMENT_SYNCS = [("zeros = torch.zeros(len(y), NUM_CLASSES).to(device)  # PFL101", "Tensor.to", STEPS)]
-NOT_A_SYNC_ON_THE_LINE = ["# PFL103 PFL104", "# PFL106", "# PFL102", "# PFL107", "# PFL301"]
+NOT_A_SYNC_ON_THE_LINE = ["# PFL104 (rows already in memory", "# PFL106", "# PFL102", "# PFL107", "# PFL301"]
 WHERE_THEIR_COPIES_BLOCK = [
-    ("x = x.to(device)", "Tensor.to", STEPS), ("y = y.to(device)", "Tensor.to", STEPS),  # PFL103/104
+    ("x = x.to(device)", "Tensor.to", STEPS), ("y = y.to(device)", "Tensor.to", STEPS),  # PFL104
     ("return logits + bias.to(x.device)", "Tensor.to", STEPS),  # PFL106
     ("x = x + noise.to(device)", "Tensor.to", STEPS),  # PFL102
 ]

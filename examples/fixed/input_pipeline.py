@@ -9,7 +9,7 @@ every pattern below.
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -19,6 +19,22 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 features = torch.randn(256, 16)
 targets = (features[:, :4].sum(1) > 0).long()
 class_weights = np.array([1.0, 2.0])
+
+
+class Jittered(Dataset):
+    """Each row with its own noise, drawn when it is loaded: host work for every item, as
+    decoding and augmentation are. (A plain `TensorDataset` of rows already in memory is
+    not reported: worker processes would have nothing to do.)"""
+
+    def __init__(self, features, targets):
+        self.features, self.targets = features, targets
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, index):
+        generator = torch.Generator().manual_seed(index)
+        return self.features[index] + 0.01 * torch.randn(16, generator=generator), self.targets[index]
 
 
 class Classifier(torch.nn.Module):
@@ -35,7 +51,7 @@ class Classifier(torch.nn.Module):
 model = Classifier().to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 loader = DataLoader(  # PFL103: no worker processes; PFL104: batches are not pinned
-    TensorDataset(features, targets),
+    Jittered(features, targets),
     batch_size=32,
     shuffle=True,
     generator=torch.Generator().manual_seed(0),

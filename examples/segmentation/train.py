@@ -50,7 +50,7 @@ def train(device, steps: int = 8, seed: int = 0, batch_size: int = 4, image_size
     torch.manual_seed(seed)
     model = TinySegNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loader = DataLoader(make_dataset(samples, image_size, seed), batch_size=batch_size, shuffle=True,  # PFL103 PFL104
+    loader = DataLoader(make_dataset(samples, image_size, seed), batch_size=batch_size, shuffle=True,  # PFL104
                         generator=torch.Generator().manual_seed(seed))
 
     losses = []

@@ -15,6 +15,7 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.facts.loader_settings import ABSENT, UNREAD, star_settings
 from perflint.facts.summaries import made_elsewhere
+from perflint.facts.syntax import dotted
 from perflint.facts.values import Kind
 
 from ._moves import Move, device_move, has_star, keyword, root_name, written_after
@@ -126,6 +127,51 @@ def host_copy_may_be_mutated(move: Move, ctx: RuleContext) -> bool:
     return written_after(names, move.call, function)
 
 
+# Datasets whose items are rows of tensors already in memory: nothing to read, decode or
+# augment, so worker processes would only add the cost of sending each batch back.
+_IN_MEMORY_DATASETS = frozenset({"TensorDataset", "StackDataset"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+
+
+def in_memory_dataset(loader: ast.Call, ctx: RuleContext) -> bool:
+    """`DataLoader(TensorDataset(x, y))`, also through a name assigned in the loader's
+    function or a local function that returns one (`-> TensorDataset`)."""
+    given = loader.args[0] if loader.args else keyword(loader, "dataset")
+    dataset = given.value if isinstance(given, ast.keyword) else given
+    if dataset is None or made_elsewhere(loader):
+        return False
+    scope: ast.AST | None = ctx.parent(loader)
+    while scope is not None and not isinstance(scope, _SCOPES):
+        scope = ctx.parent(scope)
+    return _holds_rows(dataset, scope, ctx, depth=0)
+
+
+def _holds_rows(expr: ast.expr, scope: ast.AST | None, ctx: RuleContext, depth: int) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(expr, ast.Call):
+        if dotted(expr.func).rsplit(".", 1)[-1] in _IN_MEMORY_DATASETS:
+            return True
+        if isinstance(expr.func, ast.Name):
+            made_by = [f.node for f in ctx.analysis.functions
+                       if f.name == expr.func.id and f.cls is None and not isinstance(f.node, ast.Module)]
+            return len(made_by) == 1 and _returns_rows(made_by[0], ctx, depth + 1)
+        return False
+    if isinstance(expr, ast.Name) and scope is not None:
+        bound = [node.value for node in ast.walk(scope) if isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)]
+        return bool(bound) and all(_holds_rows(value, scope, ctx, depth + 1) for value in bound)
+    return False
+
+
+def _returns_rows(function: ast.AST, ctx: RuleContext, depth: int) -> bool:
+    returns = getattr(function, "returns", None)
+    if returns is not None and dotted(returns).rsplit(".", 1)[-1] in _IN_MEMORY_DATASETS:
+        return True
+    values = [node.value for node in ast.walk(function) if isinstance(node, ast.Return)]
+    return bool(values) and all(v is not None and _holds_rows(v, function, ctx, depth) for v in values)
+
+
 def _contains(outer: ast.AST, inner: ast.AST) -> bool:
     o_start = (outer.lineno, outer.col_offset)  # type: ignore[attr-defined]
     o_end = (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]
@@ -134,4 +180,4 @@ def _contains(outer: ast.AST, inner: ast.AST) -> bool:
 
 
 __all__ = ["loader_batch_move", "fed_loaders", "argument", "literal", "choices", "pins_memory", "host_copy_may_be_mutated",
-           "UNKNOWN", "has_star"]
+           "in_memory_dataset", "UNKNOWN", "has_star"]

@@ -5,7 +5,7 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
-from ._loaders import UNKNOWN, choices, fed_loaders
+from ._loaders import UNKNOWN, choices, fed_loaders, in_memory_dataset
 
 
 class DataLoaderWithoutWorkers(Rule):
@@ -19,7 +19,10 @@ class DataLoaderWithoutWorkers(Rule):
     `kwargs["num_workers"] = 4`, possibly under an `if`) are read on every path: the loader
     is reported when no path sets workers. A loader whose `num_workers` is a variable on some
     path, or whose `**kwargs` cannot be read (a parameter, a dict handed to another
-    function), is not reported: its value cannot be known.
+    function), is not reported: its value cannot be known. Nor is a loader over a
+    `TensorDataset` (or `StackDataset`), directly, through a name or from a local function
+    that returns one: its items are rows of tensors already in memory, so workers would have
+    nothing to load and would only add the cost of sending each batch back.
 
     ## Why is this bad?
     With `num_workers=0` (the default) the main process loads, decodes, augments and
@@ -182,6 +185,22 @@ class DataLoaderWithoutWorkers(Rule):
             """,
             note="workers on the accelerator path",
         ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def make_dataset(n) -> TensorDataset:
+                return TensorDataset(torch.randn(n, 16), torch.randint(0, 2, (n,)))
+
+            train_set = make_dataset(1024)
+            features = TensorDataset(embeddings, labels)
+            for loader in (DataLoader(train_set, batch_size=64), DataLoader(features, batch_size=64)):
+                for x, y in loader:
+                    loss = criterion(model(x.cuda()), y.cuda())
+            """,
+            note="rows of tensors already in memory: nothing for workers to load",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -222,5 +241,6 @@ class DataLoaderWithoutWorkers(Rule):
             found = choices(loader, "num_workers")
             if found is UNKNOWN:
                 continue
-            if all(workers is None or (type(workers) is int and workers <= 0) for workers in found):
+            if all(workers is None or (type(workers) is int and workers <= 0) for workers in found) \
+                    and not in_memory_dataset(loader, ctx):
                 ctx.report(loader)
