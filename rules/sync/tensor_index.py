@@ -15,15 +15,19 @@ _INDEXED_BY_INT = frozenset({Kind.TENSOR, Kind.SEQ, Kind.NDARRAY, Kind.MODULE})
 
 class TensorAsIndex(Rule):
     """## What it does
-    Checks for a 0-dim integer tensor used where Python or PyTorch needs an `int`, in code
+    Checks for an integer tensor used where Python or PyTorch needs an `int`, in code
     that runs every step: `range(n)`, `lst[i]` on lists and tuples, `x[i]` and `x[i] = v`
     on tensors (for example `x[logits.argmax()]`), slice bounds `x[:n]`, and sizes or
     counts such as `torch.zeros(n)`, `torch.arange(n)`, `x.view(n, -1)`, `x.reshape(n)`,
     `x.expand(n, d)`, `x.repeat(n, 1)`, `x.new_zeros(n)`, `x.narrow(0, 0, n)`, `x.topk(k)`.
 
-    Only tensors known to have no dimensions are reported (full reductions such as
-    `lengths.max()`, `mask.sum()`, `logits.argmax()`). A 0-dim boolean index is a mask
-    (`boolean-mask-indexing`, PFL214).
+    As an index, only tensors known to have no dimensions are reported (full reductions
+    such as `lengths.max()`, `mask.sum()`, `logits.argmax()`); an index with dimensions
+    selects on the device, and a 0-dim boolean index is a mask (`boolean-mask-indexing`,
+    PFL214). Where only a one-element tensor fits (a size or count, a slice bound,
+    `range()`), an integer tensor known to be on the accelerator is reported whatever its
+    known rank (`k = num_pos[i]; x.topk(k)` with `num_pos` computed from batches moved to
+    the GPU): it has to be read to be used, or the code raises.
 
     ## Why is this bad?
     Python asks the tensor for an `int` (`Tensor.__index__`), and PyTorch's indexing turns a
@@ -59,7 +63,7 @@ class TensorAsIndex(Rule):
 
     code = "PFL205"
     name = "tensor-as-index"
-    message = "a 0-dim tensor used as {what} is read to the host, waiting for the GPU every step"
+    message = "a tensor used as {what} is read to the host, waiting for the GPU every step"
     invalid = [
         Invalid(
             """
@@ -115,6 +119,24 @@ class TensorAsIndex(Rule):
             """,
             count=2,
             note="iterating a column of an accelerator tensor yields 0-dim tensors (YOLO-style)",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def train(model, loader, optimizer, device):
+                for images, labels in loader:
+                    scores = model(images.to(device))
+                    num_pos = (labels.to(device) > 0).sum(1)
+                    kept = []
+                    for i in range(scores.shape[0]):
+                        k = num_pos[i]
+                        kept.append(scores[i].topk(k).values.sum() + scores[i, :k].mean())
+                    torch.stack(kept).sum().backward()
+                    optimizer.step()
+            """,
+            count=2,
+            note="an element of a per-row count on the GPU, rank unknown, as `topk`'s k and a slice bound",
         ),
     ]
     valid = [
@@ -210,19 +232,26 @@ class TensorAsIndex(Rule):
     )
 
     # ----------------------------------------------------------------- helpers
-    def _read(self, node: ast.expr, ctx: RuleContext, what: str, *, index: bool) -> None:
+    def _read(self, node: ast.expr, ctx: RuleContext, what: str, *, index: bool, single: bool = False) -> None:
+        """`single`: a place only a one-element tensor fits (a size, a count, a slice bound,
+        `range()`): whatever its known rank, a tensor there is read to the host (or the
+        code raises). Elsewhere an index with dimensions selects on the device."""
         value = ctx.value(node)
-        if value.kind is not Kind.TENSOR or not value.zero_dim or value.on_cpu:
+        if value.kind is not Kind.TENSOR or value.on_cpu:
+            return
+        # Of unknown rank, only a tensor known to be on the accelerator: a `forward()`
+        # input taken for a tensor may be a list of ints (`for n in sizes: range(n)`).
+        if not value.zero_dim and not (single and value.device == "accel"):
             return
         # As an index, a bool tensor is a mask (PFL214) and a float one raises.
-        if index and value.dtype not in ("int", None):
+        if (index or not value.zero_dim) and value.dtype not in ("int", None):
             return
         ctx.report(node, what=what)
 
     def _slice(self, node: ast.Slice, ctx: RuleContext) -> None:
         for bound in (node.lower, node.upper, node.step):
             if bound is not None:
-                self._read(bound, ctx, "a slice bound", index=True)
+                self._read(bound, ctx, "a slice bound", index=True, single=True)
 
     # ----------------------------------------------------------------- visitors
     def visit_Subscript(self, node: ast.Subscript, ctx: RuleContext) -> None:
@@ -244,11 +273,11 @@ class TensorAsIndex(Rule):
         name = ctx.call_name(node)
         if name == "builtins.range":
             for arg in node.args:
-                self._read(arg, ctx, "a `range()` bound", index=True)
+                self._read(arg, ctx, "a `range()` bound", index=True, single=True)
             return
         if name is not None:
             for arg in int_arguments(name, None, node):
-                self._read(arg, ctx, f"a size or count in `{name}()`", index=False)
+                self._read(arg, ctx, f"a size or count in `{name}()`", index=False, single=True)
             if not name.startswith("torch.Tensor."):
                 return
         call = ctx.method_call(node, *INT_ARG_METHODS)
@@ -260,4 +289,4 @@ class TensorAsIndex(Rule):
         unbound = receiver is not getattr(node.func, "value", None)
         own = ast.Call(func=node.func, args=node.args[1:], keywords=node.keywords) if unbound else node
         for arg in int_arguments(None, method, own):
-            self._read(arg, ctx, f"a size or count in `.{method}()`", index=False)
+            self._read(arg, ctx, f"a size or count in `.{method}()`", index=False, single=True)
