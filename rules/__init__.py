@@ -47,6 +47,7 @@ from .sync.distributed_barrier import DistributedBarrierInStep
 from .sync.host_library_copy import HostLibraryCopy
 from .sync.empty_cache import EmptyCacheInLoop
 from .sync.distribution_validation import DistributionValidation
+from .sync.grad_scaler import GradScalerStepSync
 
 RULES = [
     CannotAnalyze,
@@ -90,5 +91,6 @@ RULES = [
     HostLibraryCopy,
     EmptyCacheInLoop,
     DistributionValidation,
+    GradScalerStepSync,
     RuntimeSync,
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from . import amp
 from .ranks import function_result_dims, method_result_dims
 from .values import (
     MODULE_OUTPUT,
@@ -22,7 +23,6 @@ from .values import (
     MODULE,
     NDARRAY,
     NONE,
-    OPTIMIZER,
     PYTHON,
     TENSOR,
     TENSOR_DEVICE,
@@ -240,7 +240,7 @@ def torch_function_value(
     """The value of `torch.<...>(...)`; `resolve(expr)` gives an expression's qualified name."""
     parts = qualname.split(".")
     name = parts[-1]
-    stream = stream_or_event(qualname)
+    stream = stream_or_event(qualname) or amp.grad_scaler(qualname, call)
     if stream is not None:
         return stream
     if len(parts) == 2:
@@ -285,7 +285,7 @@ def torch_function_value(
         if len(parts) >= 3 and parts[2] == "lr_scheduler":
             return Value(Kind.OBJECT)
         if name[:1].isupper():
-            return OPTIMIZER
+            return amp.optimizer(call)
         return UNKNOWN
     if sub == "utils" and len(parts) >= 3 and parts[2] == "data":
         if name == "DataLoader":
