@@ -40,3 +40,36 @@ def test_a_model_output_unpacked_into_several_names_still_gives_tensors():
                 print(f"{feats}")
     """
     assert _found(source) == {(6, "PFL210")}
+
+
+def test_the_step_counters_a_training_hook_hands_to_its_loss_are_python_ints():
+    source = """
+        import torch
+
+        def adopt_weight(weight, global_step, threshold=0, value=0.0):
+            if global_step < threshold:
+                weight = value
+            return weight
+
+        class GANLoss(torch.nn.Module):
+            def forward(self, inputs, reconstructions, optimizer_idx, global_step):
+                rec = (inputs - reconstructions).abs().mean()
+                if optimizer_idx == 0:
+                    return rec * adopt_weight(1.0, global_step, threshold=1000)
+                return self.disc_loss(inputs, reconstructions)
+    """
+    assert _found(source, "losses.py") == set()
+
+
+def test_a_tensor_argument_of_a_loss_forward_is_still_a_tensor():
+    source = """
+        import torch
+
+        class GANLoss(torch.nn.Module):
+            def forward(self, inputs, reconstructions, optimizer_idx, disc_weight):
+                rec = (inputs - reconstructions).abs().mean()
+                if disc_weight > 0:
+                    return rec * disc_weight
+                return rec
+    """
+    assert _found(source, "losses.py") == {(6, "PFL206")}
