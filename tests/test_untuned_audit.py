@@ -73,3 +73,39 @@ def test_a_tensor_argument_of_a_loss_forward_is_still_a_tensor():
                 return rec
     """
     assert _found(source, "losses.py") == {(6, "PFL206")}
+
+
+def test_a_helper_returning_a_modulo_test_throttles_like_the_test():
+    source = """
+        import torch
+
+        def divisible_by(num, den):
+            return (num % den) == 0
+
+        def train(model, loader, optim, validate_every=100):
+            for i, batch in enumerate(loader):
+                loss = model(batch.cuda())
+                loss.backward()
+                optim.step()
+                if divisible_by(i, validate_every):
+                    print(f"loss: {loss.item():.4f}")
+    """
+    assert _found(source) == set()
+
+
+def test_a_helper_returning_another_test_does_not_throttle():
+    source = """
+        import torch
+
+        def past_warmup(num, warmup):
+            return num >= warmup
+
+        def train(model, loader, optim, warmup=100):
+            for i, batch in enumerate(loader):
+                loss = model(batch.cuda())
+                loss.backward()
+                optim.step()
+                if past_warmup(i, warmup):
+                    print(f"loss: {loss.item():.4f}")
+    """
+    assert _found(source) == {(12, "PFL201")}
