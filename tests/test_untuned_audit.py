@@ -109,3 +109,19 @@ def test_a_helper_returning_another_test_does_not_throttle():
                     print(f"loss: {loss.item():.4f}")
     """
     assert _found(source) == {(12, "PFL201")}
+
+
+def test_moving_a_tensor_of_no_elements_copies_nothing():
+    """`torch.empty(0).to(tokens)` (a beam search's list of finished hypotheses) has no
+    elements: the copy returns at once; a sized one is still a blocking copy."""
+    source = """
+        import torch
+
+        class Generator(torch.nn.Module):
+            def forward(self, tokens, scores):
+                finished = torch.empty(0).to(tokens)
+                boxes = torch.zeros((0, 4)).to(scores)
+                attn = torch.empty(3, 5).to(scores)
+                return finished, boxes, attn
+    """
+    assert _found(source, "generator.py") == {(7, "PFL101")}
