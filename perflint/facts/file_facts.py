@@ -13,7 +13,13 @@ from typing import Any, Callable, Protocol
 
 from .environment import Env, import_bindings
 from .hints import is_module_base
-from .hotness import CACHING_DECORATORS, COLD_METHODS, is_loss_function_name, is_test_function_name
+from .hotness import (
+    CACHING_DECORATORS,
+    COLD_METHODS,
+    is_loss_function_name,
+    is_test_function_name,
+    throttling_helpers,
+)
 from .project_calls import CrossFile
 from .records import SUMMARY, ClassInfo, FunctionInfo, HotChain
 from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
@@ -94,8 +100,17 @@ class FileFacts:
         self.imports_torch = False
         self.cold_rules_enabled = any(not v for v in self.hot_only.values())
         self._subclasses: dict[int, list[ClassInfo]] | None = None
+        self._throttling_helpers: frozenset[str] | None = None
         self._collect(tree.body, parent=None, cls=None)
         self._link_classes()
+
+    def throttling_helpers(self) -> frozenset[str]:
+        """Module-level functions that return a throttled test (`divisible_by(step, n)`)."""
+        if self._throttling_helpers is None:
+            self._throttling_helpers = throttling_helpers(
+                info.node for (owner, _), info in self.local_functions.items() if owner == 0
+            )
+        return self._throttling_helpers
 
     # ----------------------------------------------------------------- declarations
     def _collect(self, body: list[ast.stmt], parent: FunctionInfo | None, cls: ClassInfo | None) -> None:

@@ -160,7 +160,8 @@ def _is_rare_condition(node: ast.expr) -> bool:
 
 def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
     """`if step % 100 == 0:` and friends: the body runs every N steps, not every step.
-    `flags`: local names assigned such a test (`is_log_step = step % n == 0`)."""
+    `flags`: local names assigned such a test (`is_log_step = step % n == 0`), and the
+    module's functions that return one (`throttling_helpers`)."""
     if _is_mod_zero(node):
         return True
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
@@ -170,6 +171,8 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
         # and once at the end
         return any(is_throttled_test(v, flags) for v in node.values) and \
             all(is_throttled_test(v, flags) or _is_rare_condition(v) for v in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in flags:
+        return True  # `if divisible_by(step, n):`, a helper that returns such a test
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
         name = receiver_name(node.func).lower()
         # `self.every_n_train_iters(runner, 50)`, `self.end_of_epoch(runner, batch_idx)`,
@@ -181,6 +184,19 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
         # `if control.should_log:` (Hugging Face's TrainerControl, set every `logging_steps`)
         return receiver_name(node).lower().startswith(_THROTTLING_FLAGS)
     return False
+
+
+def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef]) -> frozenset[str]:
+    """The names of functions whose whole body returns a throttled test
+    (`def divisible_by(num, den): return (num % den) == 0`): calling one is that test."""
+    names = set()
+    for func in functions:
+        body = func.body[1:] if func.body and isinstance(func.body[0], ast.Expr) \
+            and isinstance(func.body[0].value, ast.Constant) else func.body  # a docstring
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
+                and _is_mod_zero(body[0].value):
+            names.add(func.name)
+    return frozenset(names)
 
 
 _THROTTLING_FLAGS = ("should_log", "should_eval", "should_save")

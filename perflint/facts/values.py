@@ -235,6 +235,11 @@ def element_of(value: Value) -> Value:
 
 def item_of(value: Value, index: int) -> Value:
     """What `a, b = value` binds to position `index`."""
+    if value.kind is Kind.TENSOR and value.zero_dim:
+        # A 0-dim tensor has no items: what is unpacked or indexed by position was a tuple
+        # after all (`loss, sample_size, logs = criterion(model, sample)`): the loss
+        # first, then values nothing says are tensors.
+        return value if index == 0 else UNKNOWN
     if value.kind is Kind.SEQ and value.items is not None:
         if -len(value.items) <= index < len(value.items):
             return value.items[index]

@@ -53,7 +53,7 @@ class Walker(DispatchInterpreter):
     def run(self) -> None:
         func, node = self.func, self.func.node
         # local flags holding a throttled test: `is_log_step = i % n == 0 or last`; `if is_log_step:`
-        self.throttled_flags: set[str] = set()
+        self.throttled_flags: set[str] = set(self.file.throttling_helpers())
         self.preceding: list[ast.stmt] = []  # the statements before a `while` in its block
         if isinstance(node, ast.Module):
             self.body(node.body)

@@ -31,6 +31,17 @@ _INT_CALLS = frozenset({"builtins.len", "builtins.int"})
 _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
 
 
+# Factories whose positional arguments are the sizes (one each, or one tuple of them).
+_SIZED = frozenset({"zeros", "ones", "empty", "rand", "randn"})
+
+
+def _has_zero_size(call: ast.Call) -> bool:
+    """`torch.empty(0)`, `torch.zeros(0, d)`, `torch.zeros((b, 0))`: no elements to copy."""
+    sizes = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) \
+        else call.args
+    return any(isinstance(a, ast.Constant) and type(a.value) is int and a.value == 0 for a in sizes)
+
+
 def _literal_data(node: ast.expr) -> bool:
     """Numbers and (nested) lists or tuples of them: a constant."""
     if isinstance(node, ast.Constant):
@@ -462,6 +473,8 @@ class CreateThenMove(Rule):
         factory = qualname[6:]
         if inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)) and not inner.args[0].elts:
             return  # `torch.tensor([]).to(device)`: an empty copy returns at once
+        if factory in _SIZED and _has_zero_size(inner):
+            return  # `torch.empty(0).to(tokens)`: so does the copy of no elements
         if factory in LEGACY_CONSTRUCTORS and inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)):
             # `torch.Tensor([w, h, w, h]).to(device)`: no fix (a legacy constructor reads a
             # size from an int argument, and its dtype is the default one)
