@@ -15,8 +15,9 @@
 # Other options (`--rule PFL201`, `--no-sweep`, `--steps 100`) go to `perflint bench`.
 #
 # It runs on a bare machine without network: when perflint is not installed it is run from this
-# checkout, and wheels in .whl/ (e.g. libcst for the machine's Python) are installed first into a
-# temporary folder. CI runs the CPU path (tests/test_gpu_proof.py) so the script cannot rot.
+# checkout, and wheels in .whl/ (libcst for the machine's Python; tensorboard and its
+# dependencies, which the tracker-logging pair logs to) are installed first into a temporary
+# folder. CI runs the CPU path (tests/test_gpu_proof.py) so the script cannot rot.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +35,7 @@ done
 py=${PYTHON:-python3}
 mkdir -p "$out"
 
-if ! "$py" -c "import perflint_rules, libcst" 2>/dev/null; then
+if ! "$py" -c "import perflint_rules, libcst, tensorboard" 2>/dev/null; then
     site=$(mktemp -d)
     if compgen -G ".whl/*.whl" >/dev/null; then
         "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl

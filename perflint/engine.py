@@ -91,9 +91,12 @@ class Linter:
         self._walk_rules = [r for r in self.rule_classes if r.visitors()]
         # Rules that judge the suppressions (unused `noqa` codes) run after the walk.
         self._post_rules = [r for r in self.rule_classes if r.runs_after_suppressions()]
-        triggers: set[bytes] = set()
+        # A file that names none of a rule's own triggers may still make another file's code
+        # run every step (a training loop calling a logging helper elsewhere): with any
+        # pattern rule selected, the base triggers always have a file walked.
+        triggers: set[bytes] = set(_BASE_TRIGGERS) if self._walk_rules else set()
         for rule in self._walk_rules:
-            triggers.update(_BASE_TRIGGERS if rule.triggers is None else rule.triggers)
+            triggers.update(rule.triggers or ())
         self._prefilter = (
             re.compile(b"|".join(re.escape(t) for t in sorted(triggers))) if triggers else None
         )

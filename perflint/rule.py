@@ -102,6 +102,9 @@ class Benchmark:
     sweep: bool = True
     rtol: float = 1e-5  # for compare="close"
     atol: float = 1e-6
+    # runs after the forms, uncounted, in the setup's namespace: closes what setup opened
+    # (a SummaryWriter's background thread must not outlive the pair)
+    teardown: str = ""
 
     def __post_init__(self) -> None:
         if self.compare not in ("exact", "close"):

@@ -48,6 +48,7 @@ from .sync.host_library_copy import HostLibraryCopy
 from .sync.empty_cache import EmptyCacheInLoop
 from .sync.distribution_validation import DistributionValidation
 from .sync.grad_scaler import GradScalerStepSync
+from .sync.tracker_logging import TensorLoggedToTracker
 
 RULES = [
     CannotAnalyze,
@@ -92,5 +93,6 @@ RULES = [
     EmptyCacheInLoop,
     DistributionValidation,
     GradScalerStepSync,
+    TensorLoggedToTracker,
     RuntimeSync,
 ]

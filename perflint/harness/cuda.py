@@ -40,7 +40,7 @@ from perflint.rule import Rule
 from .probe import SyncProbe
 from .snippets import compile_snippet, snippet_filename
 from .timing import MIN_REPEATS, MIN_STEPS, ABResult, time_ab, time_block
-from .verify import new_namespace, seed_everything
+from .verify import new_namespace, seed_everything, teardown
 
 SKIPPED_NO_CUDA = "skipped: no CUDA"
 CPU_TIMING_NOTE = ("CPU run: no speed is measured on a CPU (there is no device to wait for); "
@@ -217,8 +217,9 @@ class SweepPoint:
 
 
 def _step_function(rule: type[Rule], which: str, device: torch.device, size: int, seed: int,
-                   work: list[MatmulWork]) -> Callable[[], Any]:
-    """setup once in its own namespace; the returned step queues the work, then runs the form."""
+                   work: list[MatmulWork]) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """setup once in its own namespace; returns the step (it queues the work, then runs the
+    form) and what runs the pair's teardown in that namespace."""
     benchmark = rule.benchmark
     assert benchmark is not None
     namespace = new_namespace(device, size)
@@ -230,7 +231,7 @@ def _step_function(rule: type[Rule], which: str, device: torch.device, size: int
         work[0]()
         exec(form, namespace)
 
-    return step
+    return step, lambda: teardown(rule.code, benchmark, namespace)
 
 
 def bench_on_device(rule: type[Rule], device: torch.device | str, *, size: int | None = None,
@@ -266,8 +267,18 @@ def _bench_on_device(rule: type[Rule], device: torch.device, size: int, repeats:
                      ratios: Iterable[float], warmup: int, seed: int, dims: Iterable[int]) -> dict[str, Any]:
     synchronize = synchronizer(device)
     work = [MatmulWork(device, 0)]
-    bad = _step_function(rule, "bad", device, size, seed, work)
-    good = _step_function(rule, "good", device, size, seed, work)
+    bad, close_bad = _step_function(rule, "bad", device, size, seed, work)
+    good, close_good = _step_function(rule, "good", device, size, seed, work)
+    try:
+        return _measure(rule, device, bad, good, synchronize, work, repeats, steps, ratios, warmup, size, dims)
+    finally:
+        close_bad()
+        close_good()
+
+
+def _measure(rule: type[Rule], device: torch.device, bad: Callable[[], Any], good: Callable[[], Any],
+             synchronize: Callable[[], None], work: list[MatmulWork], repeats: int, steps: int,
+             ratios: Iterable[float], warmup: int, size: int, dims: Iterable[int]) -> dict[str, Any]:
     for _ in range(warmup):
         bad()
         good()

@@ -158,12 +158,25 @@ def run_form(code: str, benchmark: Benchmark, which: str, form_source: str, devi
         except Exception as exc:  # reported, not raised: one broken pair must not stop the run
             run.error = f"{type(exc).__name__}: {exc}"
         run.events = list(probe.events)
+        with probe.uncounted():
+            teardown(code, benchmark, namespace)
     if run.error is None:
         if "result" not in namespace:
             run.error = f"the {which} form did not assign `result`"
         else:
             run.result = namespace["result"]
     return run
+
+
+def teardown(code: str, benchmark: Benchmark, namespace: dict[str, Any]) -> None:
+    """The pair's teardown, if any, in the namespace its setup ran in (errors ignored: it
+    only releases what setup opened)."""
+    if not benchmark.teardown.strip():
+        return
+    try:
+        exec(compile_snippet(benchmark.snippet("teardown"), snippet_filename(code, "teardown")), namespace)
+    except Exception:
+        pass
 
 
 def _judge(benchmark: Benchmark, bad: FormRun, other: FormRun) -> tuple[str, Comparison]:
