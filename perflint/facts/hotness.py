@@ -407,6 +407,42 @@ def few_iterations(iterable: ast.expr) -> bool:
     return False
 
 
+_BATCH_EXTENT_METHODS = frozenset({"size", "numel"})
+_CHUNKING_METHODS = frozenset({"split", "chunk", "tensor_split"})
+
+
+def is_micro_batch_loop(node: ast.AST) -> bool:
+    """A loop over the slices of one batch (gradient accumulation): `for i in range(0,
+    x.shape[0], mb): ... x[i : i + mb]`, `for part in batch.split(mb):`. One call of the
+    function that runs it is one step; the loop is not a loop over the data."""
+    if not isinstance(node, (ast.For, ast.AsyncFor)):
+        return False
+    iterable = node.iter
+    if not isinstance(iterable, ast.Call):
+        return False
+    if isinstance(iterable.func, ast.Attribute) and iterable.func.attr in _CHUNKING_METHODS:
+        return True  # `batch.split(mb)`, `torch.chunk(batch, n)`
+    if dotted(iterable.func) != "range" or len(iterable.args) != 3 or not isinstance(node.target, ast.Name):
+        return False
+    if not _batch_extent(iterable.args[1]):
+        return False
+    index = node.target.id
+    return any(isinstance(sub, ast.Slice) and isinstance(sub.lower, ast.Name) and sub.lower.id == index
+               for stmt in node.body for sub in ast.walk(stmt))
+
+
+def _batch_extent(node: ast.expr) -> bool:
+    """`x.shape[0]`, `x.size(0)`, `len(x)`, `x.numel()`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+        return node.value.attr == "shape"
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in _BATCH_EXTENT_METHODS
+        return isinstance(func, ast.Name) and func.id == "len"
+    return False
+
+
 def runs_once(body: list[ast.stmt]) -> bool:
     """A loop body that always ends in `return`, `break` or `raise` and never `continue`s:
     the loop runs one iteration (`for images, _ in loader: ...; return` times one batch)."""

@@ -1,0 +1,72 @@
+"""A loop over the slices of one batch (gradient accumulation) is not a loop over the data:
+the function that runs it is one step, and the loop calling that function is the training
+loop (guided-diffusion's TrainLoop), not an epoch loop around it."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from perflint.api import check_source
+
+TRAIN_LOOP = """
+    import torch
+
+    class TrainLoop:
+        def run_loop(self):
+            while self.step < self.total_steps:
+                batch = next(self.data)
+                self.run_step(batch)
+                self.step += 1
+
+        def run_step(self, batch):
+            self.forward_backward(batch)
+            self.opt.step()
+            grad_norm = torch.norm(torch.stack([p.grad.norm() for p in self.params]))
+            self.history.append(grad_norm.item())
+
+        def forward_backward(self, batch):
+            self.opt.zero_grad()
+            {loop}
+                loss = self.model(micro.cuda()).mean()
+                loss.backward()
+"""
+MICRO_BATCHES = [
+    "for i in range(0, batch.shape[0], self.microbatch):\n                micro = batch[i : i + self.microbatch]",
+    "for micro in batch.split(self.microbatch):",
+    "for i in range(0, len(batch), 4):\n                micro = batch[i:i + 4]",
+]
+
+
+def rows(source: str) -> list[int]:
+    found = check_source(textwrap.dedent(source).lstrip(), "train_util.py", select=["PFL201"])
+    return [d.location.row for d in found]
+
+
+@pytest.mark.parametrize("loop", MICRO_BATCHES)
+def test_the_loop_calling_a_micro_batch_step_is_the_training_loop(loop):
+    assert rows(TRAIN_LOOP.format(loop=loop)) == [14]
+
+
+EPOCHS = """
+    import torch
+
+    class Trainer:
+        def fit(self):
+            for epoch in range(self.epochs):
+                self.train_one_epoch()
+                print(f"epoch {{epoch}}: {{self.val_loss.item()}}")
+
+        def train_one_epoch(self):
+            {loop}
+                loss = self.model(micro.cuda()).mean()
+                loss.backward()
+                self.opt.step()
+"""
+
+
+def test_a_loop_calling_a_loop_over_the_data_is_an_epoch_loop():
+    assert rows(EPOCHS.format(loop="for micro in self.loader:")) == []
+    # the twin: one call slices one batch, so the loop calling it runs every step
+    assert rows(EPOCHS.format(loop="for micro in self.batch.split(8):")) == [7]
