@@ -7,6 +7,7 @@ Calls are the next layer (`call_interpreter`), which adds its handler to `EXPR_H
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Callable
 
 from .environment import merged_device, python_dict
@@ -392,8 +393,51 @@ class ExpressionInterpreter(Frame):
                 self._dispatch(target)
         elif isinstance(target, ast.Subscript):
             self.ev(target)
+            self._moved_element(target, value)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value)
+
+    def _moved_element(self, target: ast.Subscript, value: Value) -> None:
+        """`xs[i] = xs[i].cuda()` in `for i in range(len(xs)):` (or `batch[k] = v.to(dev)`
+        in `for k, v in batch.items():`): every element of the container ends up on the
+        accelerator, which the loop records for after it (`Walker._loop`)."""
+        if not (self.loops and value.kind in (Kind.TENSOR, Kind.BATCH) and value.on_accel):
+            return
+        container, key = target.value, target.slice
+        if not (isinstance(container, ast.Name) and isinstance(key, ast.Name)):
+            return
+        if not covers_every_element(self.loops[-1].node, container.id, key.id):
+            return
+        current = self.lookup(container.id)
+        if current.kind is Kind.BATCH:
+            moved = current.with_device("accel")
+        elif current.kind in (Kind.SEQ, Kind.UNKNOWN) and not current.items:
+            moved = replace(current, kind=Kind.SEQ, elem=value) if current.kind is Kind.SEQ else seq_of(value)
+        else:
+            return
+        self.loops[-1].moved_elements[container.id] = moved
+
+
+def covers_every_element(loop: ast.AST, container: str, key: str) -> bool:
+    """Does `loop` visit every index (or key) of `container` as `key`: `for i in
+    range(len(xs))`, `for k in batch`, `for k in batch.keys()`, `for k, v in batch.items()`?"""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    target, iterable = loop.target, loop.iter
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(iterable, ast.Call) \
+            and isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items" and not iterable.args:
+        target, iterable = target.elts[0], iterable.func.value
+    elif isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
+            and iterable.func.attr == "keys" and not iterable.args:
+        iterable = iterable.func.value
+    elif isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range" \
+            and len(iterable.args) == 1 and isinstance(iterable.args[0], ast.Call) \
+            and isinstance(iterable.args[0].func, ast.Name) and iterable.args[0].func.id == "len" \
+            and len(iterable.args[0].args) == 1:
+        iterable = iterable.args[0].args[0]
+    return isinstance(target, ast.Name) and target.id == key and isinstance(iterable, ast.Name) \
+        and iterable.id == container
+
 
 def _attribute_hint(attr: str) -> Value:
     """What `obj.<attr>` holds by its name alone: modules, loaders, devices... but never

@@ -139,3 +139,6 @@ class LoopInfo:
     nested_data: bool = False  # a loop inside iterates a data loader: this one is an epoch loop
     counters: frozenset[str] = frozenset()  # `i` in `for i, b in enumerate(...)`, `for i in range(n)`
     targets: frozenset[str] = frozenset()  # every name the loop binds
+    # containers whose every element the loop moves to the accelerator
+    # (`for i in range(len(xs)): xs[i] = xs[i].cuda()`): what each holds after the loop
+    moved_elements: dict[str, Value] = field(default_factory=dict)

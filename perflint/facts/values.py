@@ -189,6 +189,12 @@ def join(a: Value, b: Value) -> Value:
             if unknown.ref == _MAYBE_PYTHON:
                 return UNKNOWN_MAYBE_PYTHON
             return Value(Kind.TENSOR, device=tensor.device)
+        if kinds <= {Kind.TENSOR, Kind.BATCH, Kind.SEQ} and _tensor_data(a) and _tensor_data(b):
+            # `inputs` a list of tensors on one path, one tensor on the other (moved the
+            # same way on both): a batch, on the device both agree on
+            devices = {_device_of(a), _device_of(b)}
+            return Value(Kind.BATCH, device=devices.pop() if len(devices) == 1 else None,
+                         data=a.data or b.data)
         if Kind.UNKNOWN in kinds and (a.not_tensor or b.not_tensor):
             return UNKNOWN_MAYBE_PYTHON
         return UNKNOWN
@@ -213,6 +219,17 @@ def join(a: Value, b: Value) -> Value:
         data=a.data and b.data,
         origin=a.origin if a.origin is b.origin else None,
     )
+
+
+def _tensor_data(value: Value) -> bool:
+    """A tensor, a batch, or a list of tensors (known by their element)."""
+    if value.kind is Kind.SEQ:
+        return value.items is None and value.elem is not None and value.elem.kind in (Kind.TENSOR, Kind.BATCH)
+    return value.kind in (Kind.TENSOR, Kind.BATCH)
+
+
+def _device_of(value: Value) -> str | None:
+    return value.elem.device if value.kind is Kind.SEQ and value.elem is not None else value.device
 
 
 def element_of(value: Value) -> Value:

@@ -48,6 +48,11 @@ from .torch_api import classify_device
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join, tuple_of
 
 
+# What a batch may be made of: narrowing a batch to one of these keeps it a batch.
+_CONTAINER_TYPES = frozenset({"list", "tuple", "dict", "builtins.list", "builtins.tuple", "builtins.dict",
+                              "collections.abc.Sequence", "collections.abc.Mapping", "Sequence", "Mapping"})
+
+
 class Walker(DispatchInterpreter):
     """Interprets one function body (or the module body) in one pass."""
 
@@ -202,7 +207,11 @@ class Walker(DispatchInterpreter):
                 and len(test.args) == 2 and isinstance(test.args[0], ast.Name)):
             return
         types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
-        values = [isinstance_value(self.qualname(t) or dotted(t)) for t in types]
+        names = [self.qualname(t) or dotted(t) for t in types]
+        if self.lookup(test.args[0].id).kind is Kind.BATCH and all(
+                n in _CONTAINER_TYPES for n in names):
+            return  # `if isinstance(inputs, list):` a batch's parts, still tensors
+        values = [isinstance_value(n) for n in names]
         if values and all(v is not None for v in values):
             narrowed = values[0]
             for value in values[1:]:
@@ -285,6 +294,7 @@ class Walker(DispatchInterpreter):
         self.body(body)
         self.loops.pop()
         self.env = join_env(before, self.env)
+        self.env.update(info.moved_elements)  # every element moved: whatever the iterations
         self.hot, self.hot_origin = hot_before, origin_before
         if (info.data or info.train_markers) and not few:
             if is_micro_batch_loop(node):
