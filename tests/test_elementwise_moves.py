@@ -51,3 +51,43 @@ def test_a_batch_moved_in_part_stays_on_the_host():
     )
     assert partial != LIST_OR_TENSOR
     assert found(partial) == []
+
+
+def test_a_list_of_tensors_checked_with_isinstance_keeps_its_tensors():
+    # detectron2's `cat` wrapper asserts its argument is a list: what it returns is still a
+    # device tensor, and the boolean mask read of it in a loss is a sync
+    assert found("""
+        from typing import List
+
+        import torch
+
+        def cat(tensors: List[torch.Tensor], dim: int = 0):
+            assert isinstance(tensors, (list, tuple))
+            if len(tensors) == 1:
+                return tensors[0]
+            return torch.cat(tensors, dim)
+
+        class Head(torch.nn.Module):
+            def forward(self, logits, labels):
+                valid = labels >= 0
+                return cat(logits, dim=1)[valid].sum()
+    """) == [(14, "PFL214")]
+
+
+def test_a_branch_for_broken_values_that_raises_when_training_is_not_per_step():
+    assert found("""
+        import torch
+
+        def filter_proposals(boxes, scores, training):
+            valid = torch.isfinite(boxes).all(dim=1) & torch.isfinite(scores)
+            if not valid.all():
+                if training:
+                    raise FloatingPointError("diverged")
+                boxes = boxes[valid]
+                scores = scores[valid]
+            return boxes, scores
+
+        class RPN(torch.nn.Module):
+            def forward(self, boxes, scores):
+                return filter_proposals(boxes, scores, self.training)
+    """) == [(5, "PFL206")]

@@ -532,6 +532,10 @@ def _mentions(node: ast.AST, names: frozenset[str]) -> bool:
 
 
 def _reports_failure(stmt: ast.stmt) -> bool:
+    """A call that warns or logs, or `if training: raise FloatingPointError(...)`: raising
+    on some paths says the branch handles broken data."""
+    if isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body):
+        return True
     return any(_FAILURE_REPORTS.match(_call_name(n) or "-") is not None
                for n in ast.walk(stmt) if isinstance(n, ast.Call))
 

@@ -208,9 +208,11 @@ class Walker(DispatchInterpreter):
             return
         types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
         names = [self.qualname(t) or dotted(t) for t in types]
-        if self.lookup(test.args[0].id).kind is Kind.BATCH and all(
+        if self.lookup(test.args[0].id).kind in (Kind.BATCH, Kind.SEQ) and all(
                 n in _CONTAINER_TYPES for n in names):
-            return  # `if isinstance(inputs, list):` a batch's parts, still tensors
+            # `if isinstance(inputs, list):` a batch's parts, `assert isinstance(tensors,
+            # (list, tuple))` a list of tensors: still what they were, not host values
+            return
         values = [isinstance_value(n) for n in names]
         if values and all(v is not None for v in values):
             narrowed = values[0]
