@@ -58,6 +58,13 @@ _PYTHON_PARAMETER = re.compile(
 )
 
 
+# `return_loss=None`, `use_aux_loss`, `has_decorr_loss`: a switch that says whether to compute
+# or return a loss, not the loss itself (a Python bool, or None for "decide from self.training").
+_LOSS_SWITCH = re.compile(
+    r"^(?:return|use|with|has|is|should|need|needs|enable|disable|apply|skip|do|no)_(?:\w+_)?loss$"
+)
+
+
 _CONTAINER_PARAMETER = re.compile(r"_(?:list|lists|lst|tuple|tuples)$|^(?:list|tuple)_of_")
 
 # `model_name`, `net_cfg`, `loader_kwargs`: names *about* a thing, not the thing.
@@ -94,7 +101,7 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
         return EVENT
     if parameter and _BATCH.search(lower):
         return BATCH
-    if _LOSS.search(lower) and not lower.endswith(("_losses",)):
+    if _LOSS.search(lower) and not lower.endswith(("_losses",)) and not _LOSS_SWITCH.search(lower):
         return SCALAR_TENSOR
     return None
 
