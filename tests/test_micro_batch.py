@@ -1,6 +1,10 @@
-"""A loop over the slices of one batch (gradient accumulation) is not a loop over the data:
+"""Which loop is the training loop.
+
+A loop over the slices of one batch (gradient accumulation) is not a loop over the data:
 the function that runs it is one step, and the loop calling that function is the training
-loop (guided-diffusion's TrainLoop), not an epoch loop around it."""
+loop (guided-diffusion's TrainLoop), not an epoch loop around it. A loop that runs the
+backward pass itself is the training loop even when it calls a validation loop now and then
+(litgpt's fit)."""
 
 from __future__ import annotations
 
@@ -70,3 +74,36 @@ def test_a_loop_calling_a_loop_over_the_data_is_an_epoch_loop():
     assert rows(EPOCHS.format(loop="for micro in self.loader:")) == []
     # the twin: one call slices one batch, so the loop calling it runs every step
     assert rows(EPOCHS.format(loop="for micro in self.batch.split(8):")) == [7]
+
+
+VALIDATES = """
+    import torch
+
+    def validate(model, loader):
+        losses = [model(batch) for batch in loader]
+        return torch.stack(losses).mean()
+
+    def train_one_epoch(model, loader, optimizer):
+        for batch in loader:
+            model(batch).backward()
+            optimizer.step()
+
+    def fit(model, optimizer, train_iterator, val_loader, train_loader):
+        step = 0
+        while step < 1000:
+            {body}
+            if step % 100 == 0:
+                validate(model, val_loader)
+            print(f"{{model.scale.item()}}")
+            step += 1
+"""
+
+
+def test_a_training_loop_that_validates_every_n_steps_is_still_the_training_loop():
+    # litgpt's fit(): the validation loop it calls now and then does not make it an epoch loop
+    body = "loss = model(next(train_iterator))\n            loss.backward()\n            optimizer.step()"
+    assert rows(VALIDATES.format(body=body)) == [20]
+
+
+def test_an_epoch_loop_that_calls_the_training_and_the_validation_stays_cold():
+    assert rows(VALIDATES.format(body="train_one_epoch(model, train_loader, optimizer)")) == []

@@ -134,9 +134,9 @@ class CallInterpreter(ExpressionInterpreter):
         if kind is Kind.REF:
             return self._qualified_call(f"{recv.ref}.{name}", node, args, kwargs)
         if name == "backward" or name == "zero_grad":
-            self._mark_step(trains=True)
+            self._mark_step(trains=True, updates=name == "backward")
         elif name == "step" and (kind is Kind.OPTIMIZER or is_optimizer_step_receiver(func.value)):
-            self._mark_step(trains=True)
+            self._mark_step(trains=True, updates=True)
         if kind is Kind.TENSOR:
             return self._tensor_method(name, node, recv)
         if kind is Kind.BATCH:
@@ -551,13 +551,16 @@ class CallInterpreter(ExpressionInterpreter):
                 binding[key] = value
         return binding
 
-    def _mark_step(self, trains: bool = False) -> None:
+    def _mark_step(self, trains: bool = False, updates: bool = False) -> None:
         """The code being walked runs the model (or, `trains`, runs the backward pass, steps
-        the optimizer or takes the next batch): a training or inference step."""
+        the optimizer or takes the next batch; `updates`: the backward pass or the optimizer
+        step itself): a training or inference step."""
         if self.loops:
             self.loops[-1].direct_markers = True
             if trains:
                 self.loops[-1].train_markers = True
+            if updates:
+                self.loops[-1].update_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
 

@@ -105,8 +105,10 @@ def is_step_loop(loop: LoopInfo) -> bool:
     """Does one iteration of `loop` run one step (read after the pre-walk of its body has
     filled its markers in)?"""
     # A loop over the data is. A loop around a loop over the data is an epoch loop: the
-    # model calls in its own body (validation) run once per epoch.
-    return loop.data or (loop.direct_markers and not loop.nested_data and (
+    # model calls in its own body (validation) run once per epoch -- unless it runs the
+    # backward pass or steps the optimizer itself: then the loop inside is a validation
+    # (`if step % n == 0: validate(model, val_loader)`) and this one is the training loop.
+    return loop.data or (loop.direct_markers and (not loop.nested_data or loop.update_markers) and (
         # A loop that only runs a model (`vae.decode`) around a loop that runs one per
         # step (the denoising loop) is a loop over chunks, not over steps; one that also
         # steps the optimizer around a micro-batch loop is the training loop.

@@ -134,6 +134,7 @@ class LoopInfo:
     data: bool
     direct_markers: bool = False
     train_markers: bool = False  # backward(), optimizer.step(), next(batches) in its own body
+    update_markers: bool = False  # backward() or optimizer.step() in its own body
     nested_markers: bool = False
     root_hot: bool = False  # this loop is what makes its region hot
     nested_data: bool = False  # a loop inside iterates a data loader: this one is an epoch loop
