@@ -1,8 +1,9 @@
-"""`benchmarks/consistency.py` and `benchmarks/lint_speed.py`: the parts that need no download
+"""`benchmarks/consistency.py`, `lint_speed.py` and `parse_floor.py`: the parts that need no download
 and no subprocess (comparing findings, extracting archives, picking files, the table)."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import sys
@@ -190,3 +191,18 @@ def test_table_has_the_ruff_column_and_the_five_file_row():
 
 def test_canonical_ignores_key_order():
     assert lint_speed.canonical({"a": 1, "b": 2}) == lint_speed.canonical({"b": 2, "a": 1})
+
+
+# --------------------------------------------------------------------------- parse_floor.py
+parse_floor = _load("parse_floor")
+
+
+def test_parse_floor_counts_files_lines_and_nodes_and_skips_broken_files(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\ny = x + 2\n")
+    (tmp_path / "b.py").write_text("def f(:\n")  # a syntax error: read, not parsed
+    (tmp_path / "notes.txt").write_text("x = 1\n")
+    found = parse_floor.measure(tmp_path)
+    assert (found["files"], found["lines"]) == (2, 3)
+    assert found["nodes"] == sum(1 for _ in ast.walk(ast.parse("x = 1\ny = x + 2\n")))
+    assert found["parse_s"] >= 0 and found["walk_s"] >= 0
