@@ -211,6 +211,8 @@ class Cache:
                 bound_calls=tuple(entry["bound"]),
                 calls=tuple(entry["calls"]),
                 summaries=tuple(entry["summaries"]),
+                overrides=tuple(entry["overrides"]),
+                bases=tuple(entry["bases"]),
             )
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
@@ -234,6 +236,8 @@ class Cache:
             "bound": list(result.bound_calls),
             "calls": list(result.calls),
             "summaries": list(result.summaries),
+            "overrides": list(result.overrides),
+            "bases": list(result.bases),
         }
         path = self._entry_path(key)
         try:
@@ -307,7 +311,7 @@ class Cache:
             return result, None  # the index describes the file's own (unseeded) result
         clean = key if not result.diagnostics and result.error is None and result.parsed \
             and not result.hot_calls and not result.reexports and not result.bound_calls \
-            and not result.calls and not result.summaries else ""
+            and not result.calls and not result.summaries and not result.overrides and not result.bases else ""
         return result, stat_key(st) + [digest, trusted, self._today, clean]
 
     # ----------------------------------------------------------------- end of run

@@ -68,6 +68,12 @@ class FileResult:
     # What this file's module-level functions and methods return, and which parameters'
     # loaders they move to a device every step ("Name=summary", see perflint.facts.summaries).
     summaries: tuple[str, ...] = ()
+    # Methods of this file's classes that its hot code calls on `self` ("Class.method(sig)"):
+    # a subclass in another file that overrides one runs its override every step.
+    overrides: tuple[str, ...] = ()
+    # This file's top-level classes and their bases that may be project classes
+    # ("Class<qualified base>"): where the project pass finds those subclasses.
+    bases: tuple[str, ...] = ()
 
 
 _linters: dict[tuple[str, ...], "Linter"] = {}
@@ -145,10 +151,13 @@ class Linter:
                 findings, analysis = self._analyze(source, tree, [cls() for cls in self._walk_rules], hot_functions)
                 cross = analysis.cross
                 result.hot_calls = tuple(sorted(cross.hot_calls))
-                result.hot_call_origins = _origins(source, result.hot_calls, analysis.external_hot_call_origins)
+                result.overrides = tuple(sorted(cross.override_calls))
+                result.hot_call_origins = _origins(source, result.hot_calls + result.overrides,
+                                                   analysis.external_hot_call_origins)
                 result.bound_calls = tuple(sorted(cross.bound_calls))
                 result.calls = cross.asked()
                 result.summaries = analysis.summaries
+                result.bases = tuple(sorted(cross.class_bases))
                 analysis.release()
             if findings or post:  # tokenizing for comments costs; only when something needs it
                 suppressions = parse_suppressions(source.text)

@@ -288,6 +288,47 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
     return seeds
 
 
+def resolved_overrides(index: ProjectIndex, overrides: Sequence[Sequence[str]], bases: Sequence[Sequence[str]],
+                       reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> Iterator[tuple[int, str, int, str]]:
+    """(caller index, the `self.method(...)` call as recorded, file of a subclass, "Sub.method"
+    with the call's signature) for every method of a class of another file that the hot
+    code of a base class calls on `self`: a trainer's loop in `BaseTrainer.train` calling
+    `self.train_on_batch(batch)` runs `Trainer.train_on_batch` of the subclass in
+    `trainer.py` every step (also through subclasses of subclasses)."""
+    exported = index.exports(reexports)
+    subclasses: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for file, entries in enumerate(bases):
+        for entry in entries:
+            name, _, base = entry.partition("<")
+            target = _target(index, exported, file, base)
+            if target is not None:
+                subclasses.setdefault(target, []).append((file, name))
+    for file, calls in enumerate(overrides):
+        for call in calls:
+            qualname, paren, signature = call.partition("(")
+            cls, _, method = qualname.rpartition(".")
+            seen = {(file, cls)}
+            work = list(subclasses.get((file, cls), ()))
+            while work:
+                sub = work.pop()
+                if sub in seen:
+                    continue
+                seen.add(sub)
+                work.extend(subclasses.get(sub, ()))
+                if sub[0] != file:  # the base's own file walks its local subclasses itself
+                    rebased = rebase(signature, index, exported, file, sub[0])
+                    yield file, call, sub[0], f"{sub[1]}.{method}{paren}{rebased}"
+
+
+def override_seeds(index: ProjectIndex, overrides: Sequence[Sequence[str]], bases: Sequence[Sequence[str]],
+                   reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> dict[int, set[str]]:
+    """Per file index, the overrides of its classes that run every step (`resolved_overrides`)."""
+    seeds: dict[int, set[str]] = {}
+    for _caller, _call, target, name in resolved_overrides(index, overrides, bases, reexports):
+        seeds.setdefault(target, set()).add(name)
+    return seeds
+
+
 def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],
             calls: Sequence[Iterable[str]]) -> Iterator[tuple[int, str, tuple[int, str]]]:
     """(file, qualified name it calls, where that is defined) for each call of another file's

@@ -20,7 +20,7 @@ from .files import Target
 from .parallel import effective_jobs, ordered_map
 from .facts.project_calls import IMPORTED
 from .facts.summaries import join_summaries
-from .project import ProjectIndex, project_seeds
+from .project import ProjectIndex, override_seeds, project_seeds
 from .rule import FileError
 
 # (target, its display path, its bytes when the cache already read them, the functions the
@@ -80,7 +80,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
     results = list(run_targets(targets, cwd, work_for({}, positions), jobs=jobs, cache=cache))
     hot: dict[int, frozenset[str]] = {}
     index = ProjectIndex([t.path for t in targets])
-    if not any(r.hot_calls or r.bound_calls or r.calls for r in results):
+    if not any(r.hot_calls or r.bound_calls or r.calls or r.overrides for r in results):
         return ProjectResults(results, hot, index)
     # What each file's functions return, joined over the rounds (a file analyzed with more
     # seeds may say more), and every name each file was found to call.
@@ -89,8 +89,12 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
     for i, result in enumerate(results):
         _learn(summaries[i], calls[i], result)
     for _ in range(_MAX_ROUNDS):
+        reexports = [r.reexports for r in results]
         found = project_seeds(index, [r.hot_calls for r in results], [r.bound_calls for r in results],
-                              calls, summaries, [r.reexports for r in results])
+                              calls, summaries, reexports)
+        for i, seeds in override_seeds(index, [r.overrides for r in results], [r.bases for r in results],
+                                       reexports).items():
+            found.setdefault(i, set()).update(seeds)
         # Seeds only grow (a name once hot stays hot, a summary only goes up), so the rounds
         # reach a fixpoint however long the chain of helpers calling helpers across files is.
         grown = {i: _grow(hot.get(i, frozenset()), seeds) for i, seeds in found.items()}

@@ -165,6 +165,12 @@ class CallInterpreter(ExpressionInterpreter):
                 # `self.loss(...)` in a base class runs the subclasses' `loss` too; a mixin
                 # calls what the classes mixing it in define.
                 overrides = self.file.overrides(cls, name) if kind is not Kind.CLASS else []
+                if self.hot and self.reporting and cls.top_level and isinstance(func.value, ast.Name) \
+                        and func.value.id == self.self_name and kind is not Kind.CLASS:
+                    # subclasses in other files may override it: theirs runs every step too
+                    entry = f"{cls.name}.{name}" + call_signature(node, args, kwargs)
+                    self.file.cross.override_calls.add(entry)
+                    self._note_origin(entry, f"{cls.name}.{name}", node)
                 if method is not None or overrides:
                     result: Value | None = None
                     for target in ([method] if method is not None else []) + overrides:
@@ -407,6 +413,10 @@ class CallInterpreter(ExpressionInterpreter):
     def _note_external_call(self, entry: str, name: str, node: ast.AST) -> None:
         """A call from hot code into another project file, and the chain that makes it hot."""
         self.file.external_hot_calls.add(entry)
+        self._note_origin(entry, name, node)
+
+    def _note_origin(self, entry: str, name: str, node: ast.AST) -> None:
+        """The chain that makes the call `entry` run every step (the first one seen)."""
         if entry not in self.file.external_hot_call_origins:
             steps = self.hot_origin[0] + ((getattr(node, "lineno", 0), f"calls `{name}`"),)
             self.file.external_hot_call_origins[entry] = (steps, self.hot_origin[1])
@@ -489,7 +499,7 @@ class CallInterpreter(ExpressionInterpreter):
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
             self.loops[-1].nested_data = True
         result = instantiate(target.result, target, lambda _position, name: binding.get(name))
-        if vague(result):
+        if vague(result) or _device_from_arguments(result, binding):
             result = self._specialized(target, binding) or result
         if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
             annotated = annotation_value(target.node.returns)
@@ -563,6 +573,13 @@ class CallInterpreter(ExpressionInterpreter):
                 self.loops[-1].update_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
+
+
+def _device_from_arguments(result: Value, binding: dict[str, Value]) -> bool:
+    """A tensor of no known device from a call given host tensors (`get_nbs(1, m, w)` of CPU
+    tensors): the function's body, walked with them, may say it stays on the host."""
+    return result.kind is Kind.TENSOR and result.device is None and any(
+        value.kind in (Kind.TENSOR, Kind.BATCH) and value.on_cpu for value in binding.values())
 
 
 def _binds(value: Value) -> bool:

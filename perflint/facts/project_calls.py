@@ -129,6 +129,8 @@ class CrossFile:
                 if qualname.endswith(")"):  # what it returns for the kinds of one call's arguments
                     self.shaped.add(qualname.partition("(")[0])
         self.hot_calls: set[str] = set()  # `FileAnalysis.external_hot_calls`
+        self.override_calls: set[str] = set()  # `FileResult.overrides`
+        self.class_bases: set[str] = set()  # `FileResult.bases`
         self.bound_calls: set[str] = set()
         self.calls: set[str] = set()
         self.cold_calls: dict[int, set[str]] = {}  # id(function) -> names called in its cold code

@@ -11,6 +11,7 @@ import ast
 from dataclasses import replace
 from typing import Callable
 
+from .calls import may_be_project_function
 from .dispatch import DispatchInterpreter
 from .environment import (
     Env,
@@ -414,6 +415,9 @@ class Walker(DispatchInterpreter):
         assert info is None or isinstance(info, ClassInfo)
         for base in node.bases:
             self.ev(base)
+            qualname = self.qualname(base) if info is not None and info.top_level else None
+            if qualname and may_be_project_function(qualname):
+                self.file.cross.class_bases.add(f"{node.name}<{qualname}")
         outer_cls, outer_env, hot = self.cls_scope, self.env, self.hot
         self.cls_scope, self.env, self.hot = info, dict(self.env), False
         self.body(node.body)
