@@ -247,6 +247,8 @@ def torch_function_value(
         value = _torch_top_level(name, call, args, resolve)
         return function_result_dims(name, call, args, value, legacy=name in LEGACY_CONSTRUCTORS)
     sub = parts[1]
+    if any(part.startswith("_") and not part.startswith("__") for part in parts[1:-1]):
+        return UNKNOWN  # a private helper (`F._Reduction.get_enum(...)` is an int): no guess
     if sub == "nn":
         if len(parts) >= 3 and parts[2] == "functional":
             if name in ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",

@@ -477,7 +477,9 @@ def _device_like(node: ast.expr) -> bool:
 
 def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
     """Does the loop body move (a part of) one of its loop variables to an accelerator:
-    `x.cuda()`, `x.to(device)`, `x[0].to(self.device, non_blocking=True)`?"""
+    `x.cuda()`, `x.to(device)`, `x[0].to(self.device, non_blocking=True)`, or a name
+    unpacked from one (`imgs, pids = self.parse_data(data); imgs = imgs.cuda()`)?"""
+    targets = targets | _unpacked_from(body, targets)
     for stmt in body:
         for node in ast.walk(stmt):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -494,6 +496,18 @@ def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
                 if given and _device_like(given[0]):
                     return True
     return False
+
+
+def _unpacked_from(body: list[ast.stmt], targets: frozenset[str]) -> frozenset[str]:
+    """Names the loop body's own statements assign from its loop variables (`imgs, pids =
+    parse(data)`, `x = batch["image"]`), before any of them is moved."""
+    names: set[str] = set()
+    for stmt in body:
+        if not isinstance(stmt, ast.Assign):
+            continue
+        if any(isinstance(n, ast.Name) and n.id in targets for n in ast.walk(stmt.value)):
+            names.update(n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return frozenset(names - targets)
 
 
 _ONE_DIM_METHODS = frozenset({"unique", "flatten", "ravel", "view", "reshape", "unique_consecutive"})
