@@ -107,3 +107,39 @@ def test_a_training_loop_that_validates_every_n_steps_is_still_the_training_loop
 
 def test_an_epoch_loop_that_calls_the_training_and_the_validation_stays_cold():
     assert rows(VALIDATES.format(body="train_one_epoch(model, train_loader, optimizer)")) == []
+
+
+def test_a_gradient_accumulation_gate_runs_every_optimizer_step():
+    # yolov7 / Swin: `if (i + 1) % accumulate == 0: scaler.step(optimizer)` is the step;
+    # `if i % 100 == 0: print(...)` beside it is logging now and then
+    found = check_source(textwrap.dedent("""
+        import torch
+
+        def train(model, loader, optimizer, scaler, accumulate, device):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x.to(device), y.to(device))
+                scaler.scale(loss).backward()
+                if (i + 1) % accumulate == 0:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+                if i % 100 == 0:
+                    print(loss.item())
+    """).lstrip(), "train.py")
+    assert [(d.location.row, d.code) for d in found] == [(8, "PFL230")]
+
+
+def test_lightning_step_end_hooks_run_every_step_but_chosen_batches_do_not():
+    found = check_source(textwrap.dedent("""
+        import torch
+        import pytorch_lightning as pl
+
+        class MriModule(pl.LightningModule):
+            def validation_step_end(self, val_logs):
+                for i, batch_idx in enumerate(val_logs["batch_idx"]):
+                    if batch_idx in self.val_log_indices:
+                        self.logger.experiment.add_image("target", val_logs["target"][i], self.global_step)
+                slice_num = int(val_logs["slice_num"][0].cpu())
+                return slice_num
+    """).lstrip(), "mri_module.py")
+    assert [(d.location.row, d.code) for d in found] == [(9, "PFL203")]

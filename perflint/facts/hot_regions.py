@@ -126,6 +126,10 @@ def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.In) and isinstance(left, ast.Name) and STEP_COUNTER.search(left.id.lower()) \
+            and not isinstance(right, (ast.Call, ast.Compare)):
+        # `if batch_idx in self.val_log_indices:` a few chosen steps (not `in range(...)`)
+        return value_of(left).kind in (Kind.PYTHON, Kind.UNKNOWN)
     if isinstance(op, ast.Eq) and (_is_last_step(left) or _is_last_step(right)):
         # `if i == len(loader) - 1:` / `if i + 1 == len(loader):` the last step of an epoch
         left = right if _is_last_step(left) else left

@@ -17,7 +17,8 @@ from .syntax import dotted
 HOT_METHODS = frozenset(
     """forward training_step validation_step test_step predict_step train_step eval_step
     val_step evaluation_step compute_loss prediction_step shared_step _shared_step
-    common_step _common_step forward_step training_step_end""".split()
+    common_step _common_step forward_step training_step_end validation_step_end
+    test_step_end""".split()
 )
 # Methods that never run per step, even when called from hot code by mistake of the call graph
 # (`if self.merged: self.unmerge()` in an adapter's forward changes state once).
@@ -107,6 +108,18 @@ def receiver_name(node: ast.expr) -> str:
 def is_optimizer_step_receiver(node: ast.expr) -> bool:
     name = receiver_name(node).lower()
     return bool(name) and bool(_OPTIMIZER_NAME.search(name)) and not _SCHEDULER_NAME.search(name)
+
+
+def steps_the_optimizer(body: list[ast.stmt]) -> bool:
+    """Does this block call `optimizer.step()` / `scaler.step(optimizer)` itself: the body
+    of a gradient-accumulation gate (`if (i + 1) % accumulate == 0:`), which runs once per
+    optimizer step, not now and then."""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step" \
+                    and is_optimizer_step_receiver(node.func.value):
+                return True
+    return False
 
 
 def terminates(body: list[ast.stmt]) -> type | None:

@@ -41,6 +41,7 @@ from .hotness import (
     is_throttled_test,
     loop_counters,
     runs_once,
+    steps_the_optimizer,
     terminates,
 )
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
@@ -151,7 +152,9 @@ class Walker(DispatchInterpreter):
         self.ev(node.test)
         self._dispatch(node)
         hot = self.hot
-        body_hot = hot and not is_throttled_test(node.test, self.throttled_flags) \
+        # a throttled test, unless it gates the optimizer step (gradient accumulation)
+        body_hot = hot and not (is_throttled_test(node.test, self.throttled_flags)
+                                and not steps_the_optimizer(node.body)) \
             and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node) \
             and not is_failure_guard(node)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
