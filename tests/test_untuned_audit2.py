@@ -70,3 +70,21 @@ def test_an_optional_loss_and_a_switch_given_a_tensor_are_still_tensors():
                 return y
     """
     assert _found(source) == {(11, "PFL206"), (14, "PFL206")}
+
+
+def test_forward_inputs_named_as_switches_are_flags_but_masks_stay_tensors():
+    """BasicSR's `GANLoss.forward(self, input, target_is_real)` and SlowFast's
+    `forward(self, outputs, masks, return_all)` test Python bools; `is_pad` may be a mask."""
+    source = """
+        import torch
+
+        class GANLoss(torch.nn.Module):
+            def forward(self, input, target_is_real, return_all, is_pad):
+                label = self.real if target_is_real else self.fake
+                if not return_all:
+                    input = input[:, :1]
+                if is_pad.any():
+                    input = input.masked_fill(is_pad, 0)
+                return (input - label).mean()
+    """
+    assert _found(source) == {(8, "PFL206")}

@@ -55,6 +55,9 @@ _PYTHON_PARAMETER = re.compile(
     # the counters a training step hook is given and hands on to its loss
     # (`loss(x, xrec, optimizer_idx, self.global_step)`): Python ints
     r"|^(?:optimizer|batch|dataloader)_idx$|^(?:global_step|current_epoch|epoch)$"
+    # switches: `forward(self, input, target_is_real)`, `use_cache`, `return_dict` (not
+    # `is_*` / `has_*`, which also name masks: `is_pad`, `has_mask`)
+    r"|^[a-z0-9]+_is_[a-z0-9_]+$|^(?:use|with|should|do|need|enable|disable|apply|skip|return)_[a-z0-9_]+$"
 )
 
 
