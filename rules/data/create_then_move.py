@@ -33,6 +33,7 @@ _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
 
 # Factories whose positional arguments are the sizes (one each, or one tuple of them).
 _SIZED = frozenset({"zeros", "ones", "empty", "rand", "randn"})
+_JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
 
 
 def _has_zero_size(call: ast.Call) -> bool:
@@ -119,7 +120,9 @@ class CreateThenMove(Rule):
     code that runs every step. It also checks for Python data (a list built this step, a
     `list[float]` argument) turned into a tensor on the device with
     `torch.tensor(data, device=...)` or `torch.as_tensor(data, device=...)`, and for legacy
-    constructors (`torch.Tensor([w, h]).to(device)`). Constant data is PFL106's.
+    constructors (`torch.Tensor([w, h]).to(device)`). Constant data is PFL106's. Factories
+    joined or scaled before the move (`torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`,
+    `(torch.ones(n) * i).to(device)`) are reported too, with no fix.
 
     ## Why is this bad?
     The tensor is first built in host memory, then copied to the GPU. The copy is a blocking
@@ -375,6 +378,20 @@ class CreateThenMove(Rule):
             """,
             note="the dtype needs `torch`: the import is added",
         ),
+        Invalid(
+            """
+            import torch
+
+            class ITMHead(torch.nn.Module):
+                def forward(self, sim, bs):
+                    labels = torch.cat([torch.ones(bs, dtype=torch.long),
+                                        torch.zeros(2 * bs, dtype=torch.long)]).to(sim.device)
+                    offsets = (torch.ones(bs, 1) * 3).to(sim.device)
+                    return torch.nn.functional.cross_entropy(sim + offsets, labels)
+            """,
+            count=2,
+            note="factories joined or scaled before the move (BLIP's image-text matching labels): no fix",
+        ),
     ]
     valid = [
         Valid(
@@ -452,6 +469,8 @@ class CreateThenMove(Rule):
         description="`torch.ones(n, n).to(device)` vs `torch.ones(n, n, device=device)`",
     )
 
+    composite_message = ("`{what}` builds the tensor on the CPU and copies it to the device every step, "
+                         "a blocking copy that waits for the GPU; create its parts with `device=`")
     host_data_message = ("`{factory}()` copies host data to the device every step, a blocking copy "
                          "that waits for the GPU; compute it on the device, or build it once")
 
@@ -465,6 +484,16 @@ class CreateThenMove(Rule):
         while isinstance(inner, ast.Call) and cast_dtype(inner, ctx, "torch") is not None:
             casts.append(inner)
             inner = inner.func.value  # type: ignore[attr-defined]
+        if self._composite_of_factories(inner, ctx) and ctx.value(move.receiver).on_cpu:
+            # `torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`:
+            # no fix (each factory needs `device=`), the copy is the same
+            if isinstance(inner, ast.Call):
+                what = f"{ctx.text(inner.func)}()` of `{ctx.text(inner.args[0].elts[0].func)}()"  # type: ignore[attr-defined]
+            else:
+                what = next(f"{ctx.text(s.func)}()" for s in (inner.left, inner.right)  # type: ignore[attr-defined]
+                            if self._cpu_factory(s, ctx))
+            ctx.report(node, self.composite_message, what=what)
+            return
         if not isinstance(inner, ast.Call):
             return
         qualname = ctx.call_name(inner)
@@ -491,6 +520,26 @@ class CreateThenMove(Rule):
         # fix tidies the code, the copy stays (and is still reported).
         message = self.host_data_message if factory in ("tensor", "as_tensor") else None
         ctx.report(node, message, factory=ctx.text(inner.func), fix=fix)
+
+    def _composite_of_factories(self, node: ast.expr, ctx: RuleContext) -> bool:
+        """`torch.cat([factory(...), ...])` / `torch.stack(...)` of factories only, or a
+        factory combined with Python numbers (`torch.ones(n) * i`)."""
+        if isinstance(node, ast.BinOp):
+            sides = [node.left, node.right]
+            factories = [s for s in sides if self._cpu_factory(s, ctx)]
+            return bool(factories) and all(s in factories or ctx.value(s).kind is Kind.PYTHON for s in sides)
+        if isinstance(node, ast.Call) and ctx.call_name(node) in _JOINS and node.args \
+                and isinstance(node.args[0], (ast.List, ast.Tuple)) and node.args[0].elts:
+            return all(self._cpu_factory(e, ctx) for e in node.args[0].elts)
+        return False
+
+    @staticmethod
+    def _cpu_factory(node: ast.expr, ctx: RuleContext) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        qualname = ctx.call_name(node) or ""
+        return qualname.startswith("torch.") and qualname[6:] in _SIZED | {"full", "arange"} \
+            and keyword(node, "device") is None and keyword(node, "out") is None and ctx.value(node).on_cpu
 
     def _host_data_to_device(self, node: ast.Call, ctx: RuleContext) -> None:
         """`torch.tensor(lengths, device=x.device)`: Python data built on the host every step
