@@ -143,3 +143,17 @@ def test_lightning_step_end_hooks_run_every_step_but_chosen_batches_do_not():
                 return slice_num
     """).lstrip(), "mri_module.py")
     assert [(d.location.row, d.code) for d in found] == [(9, "PFL203")]
+
+
+def test_the_hot_path_names_an_inference_loop_for_what_it_is():
+    found = check_source(textwrap.dedent("""
+        import torch
+
+        def generate(model, tokens, steps):
+            for _ in range(steps):
+                logits = model(tokens)
+                tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], 1)
+                if (tokens[:, -1] == 0).all():
+                    break
+    """).lstrip(), "generate.py")
+    assert [d.extra["hot_path"] for d in found] == [["generate.py:4 loop that runs the model in `generate`"]]

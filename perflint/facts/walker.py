@@ -265,7 +265,10 @@ class Walker(DispatchInterpreter):
 
     def _loop_description(self, info: LoopInfo) -> str:
         where = "at module level" if self.func.node is self.file.tree else f"in `{self.func.display_name}`"
-        return f"loop over batches {where}" if info.data else f"training loop {where}"
+        if info.data:
+            return f"loop over batches {where}"
+        # a loop that never runs the backward pass or the optimizer runs the model: inference
+        return f"training loop {where}" if info.update_markers else f"loop that runs the model {where}"
 
     def _loop(self, node: ast.AST, data: bool, head: Callable[[], None], body: list[ast.stmt],
               while_test: ast.expr | None, counters: frozenset[str] = frozenset(), few: bool = False,
