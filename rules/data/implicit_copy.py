@@ -128,6 +128,14 @@ def _host_tensor(value: Value) -> bool:
     return False
 
 
+def _range_index(part: ast.expr, ctx: RuleContext) -> bool:
+    """`x[range(n), target]` / `x[list(range(n)), target]`: PyTorch makes the range a host
+    index tensor and copies it to the device."""
+    if isinstance(part, ast.Call) and ctx.call_name(part) == "builtins.list" and len(part.args) == 1:
+        part = part.args[0]
+    return isinstance(part, ast.Call) and ctx.call_name(part) == "builtins.range"
+
+
 def _index_parts(index: ast.expr) -> list[ast.expr]:
     parts = index.elts if isinstance(index, ast.Tuple) else [index]
     return [p for p in parts if not isinstance(p, (ast.Slice, ast.Starred))]
@@ -154,8 +162,9 @@ class ImplicitHostToDeviceCopy(Rule):
     `.cpu()`) used as an index of a tensor known to be on the accelerator, written into one,
     or moved there after being built in the same function, in code that runs every step.
 
-    - as an index: `out[idx]`, `out[batch_idx, src_idx]`, `out[idx] = v`, and NumPy index
-      arrays (`obs[perm[start:end]]` with `perm = np.random.permutation(n)`);
+    - as an index: `out[idx]`, `out[batch_idx, src_idx]`, `out[idx] = v`, NumPy index
+      arrays (`obs[perm[start:end]]` with `perm = np.random.permutation(n)`), and Python
+      ranges (`logits[range(n), target]`, which PyTorch turns into a host index tensor);
     - as the value written into it: `out[:, :4] = host_t`, and a 0-dim host tensor written
       through an index tensor (`out[idx] = torch.tensor(1.0)`);
     - moved there with `.to(device)` / `.cuda()` after being built in the same function
@@ -372,6 +381,21 @@ class ImplicitHostToDeviceCopy(Rule):
             count=2,
             note="NumPy index arrays: each indexing turns one into a host tensor and copies it",
         ),
+        Invalid(
+            """
+            import torch
+
+            def train(model, loader, optimizer):
+                for x, target in loader:
+                    logits = model(x.cuda())
+                    target = target.cuda()
+                    picked = logits[range(logits.shape[0]), target]
+                    loss = -picked.log_softmax(-1).mean()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            note="a Python range as an index: made a host tensor, then copied (no fix: `torch.arange(n, device=...)`)",
+        ),
     ]
     valid = [
         Valid(
@@ -452,7 +476,8 @@ class ImplicitHostToDeviceCopy(Rule):
         if base.kind not in (Kind.TENSOR, Kind.BATCH) or not base.on_accel:
             return
         parts = _index_parts(node.slice)
-        host = [p for p in parts if _host_tensor(ctx.value(p)) and not self._constant(p, ctx)]
+        host = [p for p in parts if (_host_tensor(ctx.value(p)) and not self._constant(p, ctx))
+                or _range_index(p, ctx)]
         written = self._written_value(node, parts, ctx)
         if not host and written is None:
             return
