@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from .engine import FileResult
-from .project import ProjectIndex, resolved_calls, resolved_overrides
+from .project import ClassTree, ProjectIndex, resolved_calls
 from .types import HOT_PATH_KEY as PATH_KEY
 from .types import HOT_SEED_KEY as SEED_KEY
 
@@ -32,7 +32,8 @@ def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: Pro
     callers: dict[tuple[int, str], tuple[str, int, str]] = {}
     calls = [r.hot_calls for r in results]
     reexports = [r.reexports for r in results]
-    overridden = resolved_overrides(index, [r.overrides for r in results], [r.bases for r in results], reexports)
+    classes = ClassTree(index, [r.bases for r in results], reexports)
+    overridden = classes.resolved_overrides([r.overrides for r in results])
     for caller, call, target, name in [*resolved_calls(index, calls, reexports), *overridden]:
         key = (target, name.partition("(")[0])
         candidate = (results[caller].path, caller, call)

@@ -288,45 +288,65 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
     return seeds
 
 
-def resolved_overrides(index: ProjectIndex, overrides: Sequence[Sequence[str]], bases: Sequence[Sequence[str]],
-                       reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> Iterator[tuple[int, str, int, str]]:
-    """(caller index, the `self.method(...)` call as recorded, file of a subclass, "Sub.method"
-    with the call's signature) for every method of a class of another file that the hot
-    code of a base class calls on `self`: a trainer's loop in `BaseTrainer.train` calling
-    `self.train_on_batch(batch)` runs `Trainer.train_on_batch` of the subclass in
-    `trainer.py` every step (also through subclasses of subclasses)."""
-    exported = index.exports(reexports)
-    subclasses: dict[tuple[int, str], list[tuple[int, str]]] = {}
-    for file, entries in enumerate(bases):
-        for entry in entries:
-            name, _, base = entry.partition("<")
-            target = _target(index, exported, file, base)
-            if target is not None:
-                subclasses.setdefault(target, []).append((file, name))
-    for file, calls in enumerate(overrides):
-        for call in calls:
-            qualname, paren, signature = call.partition("(")
-            cls, _, method = qualname.rpartition(".")
-            seen = {(file, cls)}
-            work = list(subclasses.get((file, cls), ()))
+class ClassTree:
+    """Which top-level classes of the project derive from which, across files, and the
+    methods each defines (from `FileResult.bases`: "Sub<qualified base:method method ...").
+    Built once per run: bases do not depend on seeds."""
+
+    def __init__(self, index: ProjectIndex, bases: Sequence[Sequence[str]],
+                 reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> None:
+        self.index = index
+        self.exported = index.exports(reexports)
+        self.subclasses: dict[tuple[int, str], list[tuple[int, str]]] = {}
+        self.defines: dict[tuple[int, str], frozenset[str]] = {}
+        self._below: dict[tuple[int, str], list[tuple[int, str]]] = {}
+        for file, entries in enumerate(bases):
+            for entry in entries:
+                name, _, rest = entry.partition("<")
+                base, _, methods = rest.partition(":")
+                self.defines[(file, name)] = frozenset(methods.split())
+                target = _target(index, self.exported, file, base)
+                if target is not None:
+                    self.subclasses.setdefault(target, []).append((file, name))
+
+    def descendants(self, key: tuple[int, str]) -> list[tuple[int, str]]:
+        if key not in self._below:
+            seen = {key}
+            work = list(self.subclasses.get(key, ()))
             while work:
                 sub = work.pop()
-                if sub in seen:
-                    continue
-                seen.add(sub)
-                work.extend(subclasses.get(sub, ()))
-                if sub[0] != file:  # the base's own file walks its local subclasses itself
-                    rebased = rebase(signature, index, exported, file, sub[0])
-                    yield file, call, sub[0], f"{sub[1]}.{method}{paren}{rebased}"
+                if sub not in seen:
+                    seen.add(sub)
+                    work.extend(self.subclasses.get(sub, ()))
+            self._below[key] = sorted(seen - {key})
+        return self._below[key]
 
+    def resolved_overrides(self, overrides: Sequence[Sequence[str]]) -> Iterator[tuple[int, str, int, str]]:
+        """(caller index, the `self.method(...)` call as recorded, file of a subclass,
+        "Sub.method" with the call's signature) for every override in another file of a
+        method the hot code of a base class calls on `self`: a trainer's loop in
+        `BaseTrainer.train` calling `self.train_on_batch(batch)` runs `Trainer.train_on_batch`
+        of the subclass in `trainer.py` every step (also through subclasses of subclasses)."""
+        if not self.subclasses:
+            return
+        for file, calls in enumerate(overrides):
+            for call in calls:
+                cls, _, rest = call.partition(".")  # "Class.method(sig)": classes are top-level
+                if (file, cls) not in self.subclasses:
+                    continue  # most classes have no subclass anywhere
+                method, paren, signature = rest.partition("(")
+                for sub in self.descendants((file, cls)):
+                    # its own override only; the base's own file walks its local subclasses itself
+                    if sub[0] != file and method in self.defines.get(sub, ()):
+                        rebased = rebase(signature, self.index, self.exported, file, sub[0])
+                        yield file, call, sub[0], f"{sub[1]}.{method}{paren}{rebased}"
 
-def override_seeds(index: ProjectIndex, overrides: Sequence[Sequence[str]], bases: Sequence[Sequence[str]],
-                   reexports: Sequence[Sequence[tuple[str, str]]] = ()) -> dict[int, set[str]]:
-    """Per file index, the overrides of its classes that run every step (`resolved_overrides`)."""
-    seeds: dict[int, set[str]] = {}
-    for _caller, _call, target, name in resolved_overrides(index, overrides, bases, reexports):
-        seeds.setdefault(target, set()).add(name)
-    return seeds
+    def override_seeds(self, overrides: Sequence[Sequence[str]]) -> dict[int, set[str]]:
+        """Per file index, the overrides of its classes that run every step."""
+        seeds: dict[int, set[str]] = {}
+        for _caller, _call, target, name in self.resolved_overrides(overrides):
+            seeds.setdefault(target, set()).add(name)
+        return seeds
 
 
 def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],

@@ -20,7 +20,7 @@ from .files import Target
 from .parallel import effective_jobs, ordered_map
 from .facts.project_calls import IMPORTED
 from .facts.summaries import join_summaries
-from .project import ProjectIndex, override_seeds, project_seeds
+from .project import ClassTree, ProjectIndex, project_seeds
 from .rule import FileError
 
 # (target, its display path, its bytes when the cache already read them, the functions the
@@ -88,12 +88,12 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
     calls: list[set[str]] = [set() for _ in results]
     for i, result in enumerate(results):
         _learn(summaries[i], calls[i], result)
+    reexports = [r.reexports for r in results]
+    classes = ClassTree(index, [r.bases for r in results], reexports)
     for _ in range(_MAX_ROUNDS):
-        reexports = [r.reexports for r in results]
         found = project_seeds(index, [r.hot_calls for r in results], [r.bound_calls for r in results],
                               calls, summaries, reexports)
-        for i, seeds in override_seeds(index, [r.overrides for r in results], [r.bases for r in results],
-                                       reexports).items():
+        for i, seeds in classes.override_seeds([r.overrides for r in results]).items():
             found.setdefault(i, set()).update(seeds)
         # Seeds only grow (a name once hot stays hot, a summary only goes up), so the rounds
         # reach a fixpoint however long the chain of helpers calling helpers across files is.

@@ -423,7 +423,8 @@ class Walker(DispatchInterpreter):
             self.ev(base)
             qualname = self.qualname(base) if info is not None and info.top_level else None
             if qualname and may_be_project_function(qualname):
-                self.file.cross.class_bases.add(f"{node.name}<{qualname}")
+                methods = " ".join(sorted(info.methods))  # type: ignore[union-attr]
+                self.file.cross.class_bases.add(f"{node.name}<{qualname}:{methods}")
         outer_cls, outer_env, hot = self.cls_scope, self.env, self.hot
         self.cls_scope, self.env, self.hot = info, dict(self.env), False
         self.body(node.body)
