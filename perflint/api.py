@@ -143,7 +143,7 @@ def run_project(paths: Sequence[Path], resolver: SettingsResolver, *, force_excl
     lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
     done = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
     named = range(len(targets))
-    attach_hot_paths(done.results, named, done.index)
+    attach_hot_paths(done.results, named, done.index, done.classes)
     return ProjectRun(targets, missing, done.results[:len(targets)], [done.hot.get(i, frozenset()) for i in named])
 
 

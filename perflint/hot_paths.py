@@ -25,14 +25,16 @@ from .types import HOT_SEED_KEY as SEED_KEY
 _MAX_DEPTH = 32  # cycles are cut by the visited set; this bounds pathological chains
 
 
-def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: ProjectIndex) -> None:
-    """Complete the chains of the findings of the `named` results, in place."""
+def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: ProjectIndex,
+                     classes: ClassTree | None = None) -> None:
+    """Complete the chains of the findings of the `named` results, in place (`classes`: the
+    project pass's class tree, built here when it has none)."""
     if not any(SEED_KEY in d.extra for i in named for d in results[i].diagnostics):
         return  # every chain starts in its own file
     callers: dict[tuple[int, str], tuple[str, int, str]] = {}
     calls = [r.hot_calls for r in results]
     reexports = [r.reexports for r in results]
-    classes = ClassTree(index, [r.bases for r in results], reexports)
+    classes = classes or ClassTree(index, [r.bases for r in results], reexports)
     overridden = classes.resolved_overrides([r.overrides for r in results])
     for caller, call, target, name in [*resolved_calls(index, calls, reexports), *overridden]:
         key = (target, name.partition("(")[0])

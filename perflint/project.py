@@ -300,6 +300,9 @@ class ClassTree:
         self.subclasses: dict[tuple[int, str], list[tuple[int, str]]] = {}
         self.defines: dict[tuple[int, str], frozenset[str]] = {}
         self._below: dict[tuple[int, str], list[tuple[int, str]]] = {}
+        # per file: its last `overrides` tuple and what it resolved to (rounds of the
+        # project pass ask again for the files whose results did not change)
+        self._resolved: dict[int, tuple[Sequence[str], list[tuple[int, str, int, str]]]] = {}
         for file, entries in enumerate(bases):
             for entry in entries:
                 name, _, rest = entry.partition("<")
@@ -330,16 +333,22 @@ class ClassTree:
         if not self.subclasses:
             return
         for file, calls in enumerate(overrides):
-            for call in calls:
-                cls, _, rest = call.partition(".")  # "Class.method(sig)": classes are top-level
-                if (file, cls) not in self.subclasses:
-                    continue  # most classes have no subclass anywhere
-                method, paren, signature = rest.partition("(")
-                for sub in self.descendants((file, cls)):
-                    # its own override only; the base's own file walks its local subclasses itself
-                    if sub[0] != file and method in self.defines.get(sub, ()):
-                        rebased = rebase(signature, self.index, self.exported, file, sub[0])
-                        yield file, call, sub[0], f"{sub[1]}.{method}{paren}{rebased}"
+            known = self._resolved.get(file)
+            if known is None or known[0] is not calls:
+                known = self._resolved[file] = (calls, list(self._resolve(file, calls)))
+            yield from known[1]
+
+    def _resolve(self, file: int, calls: Sequence[str]) -> Iterator[tuple[int, str, int, str]]:
+        for call in calls:
+            cls, _, rest = call.partition(".")  # "Class.method(sig)": classes are top-level
+            if (file, cls) not in self.subclasses:
+                continue  # most classes have no subclass anywhere
+            method, paren, signature = rest.partition("(")
+            for sub in self.descendants((file, cls)):
+                # its own override only; the base's own file walks its local subclasses itself
+                if sub[0] != file and method in self.defines.get(sub, ()):
+                    rebased = rebase(signature, self.index, self.exported, file, sub[0])
+                    yield file, call, sub[0], f"{sub[1]}.{method}{paren}{rebased}"
 
     def override_seeds(self, overrides: Sequence[Sequence[str]]) -> dict[int, set[str]]:
         """Per file index, the overrides of its classes that run every step."""

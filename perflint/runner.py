@@ -60,6 +60,7 @@ class ProjectResults:
     # to them, the summaries of the functions of other files it calls)
     hot: dict[int, frozenset[str]]
     index: ProjectIndex  # which target defines which module
+    classes: ClassTree | None = None  # which class derives from which (None: not needed)
 
 
 def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: int | None,
@@ -108,7 +109,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
         for i, result in zip(changed, redone):
             results[i] = result
             _learn(summaries[i], calls[i], result)
-    return ProjectResults(results, hot, index)
+    return ProjectResults(results, hot, index, classes)
 
 
 def _learn(summaries: dict[str, str], calls: set[str], result: FileResult) -> None:
