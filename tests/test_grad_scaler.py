@@ -9,6 +9,8 @@ from pathlib import Path
 from perflint.api import check_paths, check_source
 from perflint.config import SettingsResolver
 
+from project_files import write_project
+
 CODE = "PFL230"
 
 
@@ -161,11 +163,7 @@ def test_get_scale_only_when_it_runs_every_step():
     assert rows(source) == [10]
 
 
-def write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+write = write_project
 
 
 WRAPPER = {

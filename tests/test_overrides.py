@@ -4,13 +4,14 @@ through a subclass of a subclass; called once (in `__init__`), it does not."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from perflint.api import check_paths
 from perflint.config import SettingsResolver
+
+from project_files import write_project
 
 BASE = """
     import torch
@@ -52,12 +53,8 @@ FINETUNER = """
 
 
 def _project(root: Path, init: str, loop: str) -> None:
-    files = {"trainers/__init__.py": "", "trainers/base_trainer.py": BASE.format(init=init, loop=loop),
-             "trainers/zoe_trainer.py": TRAINER, "finetune.py": FINETUNER, "pyproject.toml": ""}
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    write_project(root, {"trainers/__init__.py": "", "trainers/base_trainer.py": BASE.format(init=init, loop=loop),
+                         "trainers/zoe_trainer.py": TRAINER, "finetune.py": FINETUNER, "pyproject.toml": ""})
 
 
 def found(root: Path, *named: str) -> list[tuple[str, int, str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,12 +11,10 @@ from perflint.cache import Cache
 from perflint.config import SettingsResolver
 from perflint.project import ProjectIndex, hot_functions, module_of
 
+from project_files import write_project
 
-def write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+
+write = write_project
 
 
 PACKAGE = {

@@ -9,6 +9,8 @@ from pathlib import Path
 from perflint.api import check_paths, check_source
 from perflint.config import SettingsResolver
 
+from project_files import write_project
+
 CODE = "PFL231"
 
 
@@ -53,9 +55,7 @@ def test_logged_only_on_some_steps_or_after_training_is_silent():
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
-    (root / "pyproject.toml").write_text(f'[tool.perflint]\nselect = ["{CODE}"]\n', encoding="utf-8")
+    write_project(root, {**files, "pyproject.toml": f'[tool.perflint]\nselect = ["{CODE}"]\n'})
 
 
 HELPER = """
