@@ -88,3 +88,32 @@ def test_forward_inputs_named_as_switches_are_flags_but_masks_stay_tensors():
                 return (input - label).mean()
     """
     assert _found(source) == {(8, "PFL206")}
+
+
+def test_a_timed_throttle_and_a_type_check_are_not_per_step_syncs():
+    """DALLE2-pytorch's prior trainer: `if type(x) is not torch.Tensor: torch.tensor([x])`
+    wraps a number, and what runs once `eval_every_seconds` have passed (or when
+    `time.time() - last > interval`) does not run every step. The test itself still syncs."""
+    source = """
+        import time
+        import torch
+
+        def gather(x, device):
+            if type(x) is not torch.Tensor:
+                x = torch.tensor([x])
+            return x.to(device)
+
+        def train(model, loader, optimizer, cfg, device):
+            last = time.time()
+            for x, y in loader:
+                loss = model(x.to(device), y.to(device))
+                loss.backward()
+                optimizer.step()
+                delta = gather(loss.detach(), device)
+                if delta > cfg.eval_every_seconds:
+                    print(loss.item())
+                if time.time() - last > cfg.log_interval:
+                    print(f"{loss}")
+                    last = time.time()
+    """
+    assert _found(source) == {(16, "PFL206")}

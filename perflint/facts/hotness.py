@@ -197,6 +197,26 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
     if isinstance(node, (ast.Name, ast.Attribute)):
         # `if control.should_log:` (Hugging Face's TrainerControl, set every `logging_steps`)
         return receiver_name(node).lower().startswith(_THROTTLING_FLAGS)
+    return _is_timed(node)
+
+
+# `time.time() - last_log > args.log_interval`, `elapsed > cfg.eval_every_seconds`: a clock
+_CLOCK_CALLS = ("time.time", "time.perf_counter", "time.monotonic", "perf_counter", "monotonic")
+_DURATION_NAME = re.compile(r"(?:^|_)(?:elapsed|seconds|secs|minutes|mins|hours)$")
+
+
+def _is_timed(node: ast.expr) -> bool:
+    """A comparison against a clock or a duration: the body runs every so often, not every
+    step (`if time.time() - last > 60:`, `if eval_delta > cfg.eval_every_seconds:`)."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.Lt, ast.LtE))):
+        return False
+    for side in (node.left, node.comparators[0]):
+        for part in ast.walk(side):
+            if isinstance(part, ast.Call) and dotted(part.func) in _CLOCK_CALLS:
+                return True
+            if isinstance(part, (ast.Name, ast.Attribute)) and _DURATION_NAME.search(receiver_name(part).lower()):
+                return True
     return False
 
 

@@ -195,6 +195,9 @@ class Walker(DispatchInterpreter):
             if checked is not None:
                 self.env[checked] = UNKNOWN_MAYBE_PYTHON
             return
+        if _type_is_not_tensor(test, self.qualname):
+            self.env[test.left.args[0].id] = UNKNOWN_MAYBE_PYTHON  # type: ignore[attr-defined]
+            return  # `if type(x) is not torch.Tensor: x = torch.tensor([x])`
         checked = tensor_check_subject(test, self.qualname)
         if checked is not None and isinstance(test, ast.Call) and not (
                 isinstance(test.func, ast.Name) and test.func.id == "isinstance"):
@@ -480,6 +483,18 @@ def _device_like(node: ast.expr) -> bool:
         return _device_like(node.func) or any(_device_like(a) for a in node.args)
     last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
     return any(word in last.lower() for word in _DEVICE_WORDS)
+
+
+def _type_is_not_tensor(test: ast.expr, qualname) -> bool:
+    """`type(x) is not torch.Tensor` / `type(x) != torch.Tensor`."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq))):
+        return False
+    left = test.left
+    if not (isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "type"
+            and len(left.args) == 1 and isinstance(left.args[0], ast.Name)):
+        return False
+    kind = test.comparators[0]
+    return isinstance_value(qualname(kind) or dotted(kind)) is TENSOR
 
 
 def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
