@@ -412,7 +412,7 @@ class ExpressionInterpreter(Frame):
         if current.kind is Kind.BATCH:
             moved = current.with_device("accel")
         elif current.kind in (Kind.SEQ, Kind.UNKNOWN) and not current.items:
-            moved = replace(current, kind=Kind.SEQ, elem=value) if current.kind is Kind.SEQ else seq_of(value)
+            moved = replace(current, elem=value) if current.kind is Kind.SEQ else seq_of(value)
         else:
             return
         self.loops[-1].moved_elements[container.id] = moved

@@ -424,7 +424,9 @@ class Walker(DispatchInterpreter):
         assert info is None or isinstance(info, ClassInfo)
         for base in node.bases:
             self.ev(base)
-            qualname = self.qualname(base) if info is not None and info.top_level else None
+            # once per file: the summary pass walks the module, the report pass again
+            top_level = info is not None and info.top_level and self.mode == SUMMARY
+            qualname = self.qualname(base) if top_level else None
             if qualname and may_be_project_function(qualname):
                 methods = " ".join(sorted(info.methods))  # type: ignore[union-attr]
                 self.file.cross.class_bases.add(f"{node.name}<{qualname}:{methods}")
@@ -522,7 +524,7 @@ def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
 
 def _unpacked_from(body: list[ast.stmt], targets: frozenset[str]) -> frozenset[str]:
     """Names the loop body's own statements assign from its loop variables (`imgs, pids =
-    parse(data)`, `x = batch["image"]`), before any of them is moved."""
+    parse(data)`, `x = batch["image"]`)."""
     names: set[str] = set()
     for stmt in body:
         if not isinstance(stmt, ast.Assign):
