@@ -42,6 +42,7 @@ from .torch_api import (
     torch_call_device,
 )
 from .values import (
+    MODULE,
     NDARRAY,
     NONE,
     PYTHON,
@@ -243,6 +244,8 @@ class CallInterpreter(ExpressionInterpreter):
         if node is not None and _tokenizer_call(node):
             return _HOST_BATCH
         hint = hint_for_name(name)
+        if hint is not None and hint.kind is Kind.MODULE and _MODULE_GETTER.match(name.lower()):
+            return MODULE  # `accelerator.unwrap_model(unet)`, `self.get_model()`: the module itself
         if hint is not None and hint.kind is Kind.MODULE:
             self._mark_step()
             return self._model_output(module_output(hint.loss), args or [])
@@ -573,6 +576,13 @@ class CallInterpreter(ExpressionInterpreter):
                 self.loops[-1].update_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
+
+
+# Verbs that make, fetch or change a module rather than run it (`apply_model` and
+# `run_model` do run it).
+_MODULE_GETTER = re.compile(r"_*(?:unwrap|wrap|get|build|create|make|load|save|prepare|init|setup|copy|"
+                            r"freeze|unfreeze|set|convert|register|export|compile|resolve|configure|"
+                            r"select|new|reset|update|fuse|quantize|deepcopy|clone)_")
 
 
 def _device_from_arguments(result: Value, binding: dict[str, Value]) -> bool:

@@ -21,6 +21,7 @@ from .torch_api import TENSOR_METADATA_ATTRS, classify_device, dtype_class_of, t
 from .values import (
     BATCH,
     DEVICE,
+    EMPTY_DICT,
     MODULE,
     NDARRAY,
     NONE,
@@ -185,6 +186,8 @@ class ExpressionInterpreter(Frame):
             values.append(self.ev(val))
         if values and all(v.kind is Kind.TENSOR for v in values):
             return BATCH
+        if not values:
+            return EMPTY_DICT  # known empty: what is stored into it is what its subscripts give
         return python_dict(values)
 
     def ev_JoinedStr(self, node: ast.JoinedStr) -> Value:
@@ -394,8 +397,23 @@ class ExpressionInterpreter(Frame):
         elif isinstance(target, ast.Subscript):
             self.ev(target)
             self._moved_element(target, value)
+            self._stored_element(target, value)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value)
+
+    def _stored_element(self, target: ast.Subscript, value: Value) -> None:
+        """`out[k] = feats.cpu().numpy()` (or `out[name][i] = ...`) into a dict this function
+        made: its subscripts give back what was stored, so `out[k].tolist()` is numpy's."""
+        depth, node = 0, target
+        while isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Slice):
+                return
+            depth, node = depth + 1, node.value
+        if not isinstance(node, ast.Name) or node.id not in self.env:
+            return
+        updated = with_stored_element(self.env[node.id], depth, value)
+        if updated is not None:
+            self.env[node.id] = updated
 
     def _moved_element(self, target: ast.Subscript, value: Value) -> None:
         """`xs[i] = xs[i].cuda()` in `for i in range(len(xs)):` (or `batch[k] = v.to(dev)`
@@ -416,6 +434,25 @@ class ExpressionInterpreter(Frame):
         else:
             return
         self.loops[-1].moved_elements[container.id] = moved
+
+
+def with_stored_element(container: Value, depth: int, value: Value) -> Value | None:
+    """`container` after `container[k1]...[k<depth>] = value`, when it is a Python dict whose
+    stored values are tracked (None when it is not). Only values known not to be tensors are
+    kept: a tensor stored may be a guess (an element unpacked from a module's output), and
+    an unknown subscript is already read as a possible tensor."""
+    if container.kind is not Kind.PYTHON or (container.elem is None and container.items != ()):
+        return None  # a dict of unknown contents stays unknown
+    if depth == 1:
+        stored = value if value.not_tensor else UNKNOWN
+        elem = stored if container.elem is None else join(container.elem, stored)
+    else:
+        if container.elem is None:
+            return None
+        elem = with_stored_element(container.elem, depth - 1, value)
+        if elem is None:
+            return None
+    return replace(container, elem=elem)
 
 
 def covers_every_element(loop: ast.AST, container: str, key: str) -> bool:

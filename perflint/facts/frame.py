@@ -122,6 +122,10 @@ class Frame:
             # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
             if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
                 return passed
+            # `def log(key, value: float)` called with device tensors: the callers are right too
+            if annotated.kind is Kind.PYTHON and passed is not None and passed.kind is Kind.TENSOR \
+                    and not passed.on_cpu and _is_number_annotation(arg.annotation):
+                return passed
             if passed is not None and passed.kind is annotated.kind:
                 return passed  # same kind, and what callers pass knows more (device, origin)
             return annotated
@@ -247,3 +251,10 @@ class Frame:
         for rule in rules:
             ctx._enter(rule, node)
             rule(node, ctx)
+
+
+def _is_number_annotation(annotation: ast.expr | None) -> bool:
+    """`float`, `int`, `bool` (or their quoted names): what a tensor is often passed as."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value in ("float", "int", "bool")
+    return isinstance(annotation, ast.Name) and annotation.id in ("float", "int", "bool")

@@ -234,7 +234,10 @@ def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDe
 
 
 _THROTTLING_FLAGS = ("should_log", "should_eval", "should_save")
-_THROTTLING_CALLS = _THROTTLING_FLAGS + ("is_log", "every_n_", "end_of_epoch")
+# ... and `is_save_iter(args, iteration)`, `should_checkpoint(step)`: helpers that say whether
+# this is one of the steps that save, evaluate or log
+_THROTTLING_CALLS = _THROTTLING_FLAGS + ("is_log", "every_n_", "end_of_epoch", "should_", "is_save",
+                                         "is_eval", "is_val", "is_checkpoint", "is_ckpt")
 _LAST_STEP_CHECK = re.compile(r"is_last_(?:train_|val_|test_)?(?:iter|epoch|step|batch)")
 
 
@@ -444,10 +447,14 @@ _BATCH_EXTENT_METHODS = frozenset({"size", "numel"})
 _CHUNKING_METHODS = frozenset({"split", "chunk", "tensor_split"})
 
 
+_ACCUMULATION_COUNT = re.compile(r"accum|micro_?batch|grad_acc")
+
+
 def is_micro_batch_loop(node: ast.AST) -> bool:
     """A loop over the slices of one batch (gradient accumulation): `for i in range(0,
-    x.shape[0], mb): ... x[i : i + mb]`, `for part in batch.split(mb):`. One call of the
-    function that runs it is one step; the loop is not a loop over the data."""
+    x.shape[0], mb): ... x[i : i + mb]`, `for part in batch.split(mb):`, `for _ in
+    range(args.gradient_accumulation_steps):`. One call of the function that runs it is one
+    step; the loop is not a loop over the data."""
     if not isinstance(node, (ast.For, ast.AsyncFor)):
         return False
     iterable = node.iter
@@ -455,6 +462,9 @@ def is_micro_batch_loop(node: ast.AST) -> bool:
         return False
     if isinstance(iterable.func, ast.Attribute) and iterable.func.attr in _CHUNKING_METHODS:
         return True  # `batch.split(mb)`, `torch.chunk(batch, n)`
+    if dotted(iterable.func) == "range" and len(iterable.args) == 1 and not iterable.keywords:
+        count = dotted(iterable.args[0]) or ""
+        return bool(_ACCUMULATION_COUNT.search(count.rsplit(".", 1)[-1].lower()))
     if dotted(iterable.func) != "range" or len(iterable.args) != 3 or not isinstance(node.target, ast.Name):
         return False
     if not _batch_extent(iterable.args[1]):

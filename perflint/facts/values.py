@@ -116,6 +116,7 @@ MODULE_OUTPUT = "<module output>"
 _MAYBE_PYTHON = "<maybe python>"
 UNKNOWN_MAYBE_PYTHON = Value(Kind.UNKNOWN, ref=_MAYBE_PYTHON)  # unknown, one path a Python value
 PYTHON = Value(Kind.PYTHON)
+EMPTY_DICT = Value(Kind.PYTHON, items=())  # `{}`: what is stored into it becomes its `elem`
 NONE = Value(Kind.NONE)
 TENSOR = Value(Kind.TENSOR)
 BOOL_TENSOR = Value(Kind.TENSOR, dtype="bool")
@@ -204,7 +205,8 @@ def join(a: Value, b: Value) -> Value:
     if a.kind is Kind.UNKNOWN:
         return UNKNOWN_MAYBE_PYTHON if _MAYBE_PYTHON in (a.ref, b.ref) else UNKNOWN
     elem = _join_opt(a.elem, b.elem)
-    if a.kind is Kind.SEQ and elem is None:  # `[]` before a loop that appends: what was appended
+    if a.kind in (Kind.SEQ, Kind.PYTHON) and elem is None:
+        # `[]` before a loop that appends (`{}` before one that stores): what was added
         elem = b.elem if a.items == () else a.elem if b.items == () else None
     return Value(
         a.kind,

@@ -308,14 +308,13 @@ class Walker(DispatchInterpreter):
         self.env = join_env(before, self.env)
         self.env.update(info.moved_elements)  # every element moved: whatever the iterations
         self.hot, self.hot_origin = hot_before, origin_before
-        if (info.data or info.train_markers) and not few:
-            if is_micro_batch_loop(node):
-                # gradient accumulation over one batch's slices: a call of this function is
-                # one step (the loop that calls it is the training loop, not an epoch loop)
-                if not self.loops:
-                    self.func.steps = True
-            else:
-                self.func.loops_steps = True  # known now in both passes: the body has been walked
+        if (info.data or info.train_markers or info.direct_markers) and not few and is_micro_batch_loop(node):
+            # gradient accumulation over one batch's slices: a call of this function is one
+            # step (the loop that calls it is the training loop, not an epoch loop)
+            if not self.loops:
+                self.func.steps = True
+        elif (info.data or info.train_markers) and not few:
+            self.func.loops_steps = True  # known now in both passes: the body has been walked
         if self.loops and (info.direct_markers or info.nested_markers):
             self.loops[-1].nested_markers = True
         if self.loops and (info.data or info.nested_data):

@@ -1,0 +1,187 @@
+"""Findings and misses from reading training code nobody had tuned on (gpt-neox, vissl,
+torchtune, trl, diffusers, OpenNMT-py, mmengine, ijepa, imagen-pytorch, DALLE-pytorch), each
+with its twin."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perflint.api import check_source
+
+
+def _found(source: str, filename: str = "train.py") -> set[tuple[int, str]]:
+    source = textwrap.dedent(source).lstrip()
+    return {(d.location.row, d.code) for d in check_source(source, filename, select=["ALL"])}
+
+
+_FEATURE_DUMP = """
+    import numpy as np
+    import torch
+
+    class Extractor:
+        def _save(self, features):
+            output = {}
+            for layer in features.keys():
+                indices = sorted(features[layer].keys())
+                output[layer] = np.array([features[layer][i].tolist() for i in indices])
+            return output
+
+        def extract(self, names, task):
+            out = {}
+            for name in names:
+                out[name] = {}
+            while True:
+                sample = next(task.data_iterator)
+                with torch.no_grad():
+                    feats = task.model(sample["input"].cuda(non_blocking=True))
+                    for num, name in enumerate(names):
+                        feature = feats[num]{move}
+                        for idx in range(4):
+                            out[name][idx] = feature[idx]
+                self._save(out)
+"""
+
+
+def test_values_stored_into_a_dict_come_back_from_its_subscripts():
+    """vissl's feature extraction: `out[name][idx] = feature[idx]` of a NumPy array, then
+    `features[layer][i].tolist()` in the saving helper is NumPy's `tolist`, not a sync."""
+    found = _found(_FEATURE_DUMP.replace("{move}", ".cpu().numpy()"))
+    assert (9, "PFL202") not in found
+    assert (21, "PFL203") in found  # the one real copy, each step
+
+
+def test_device_tensors_stored_into_a_dict_are_still_tensors():
+    """The twin: the same dict filled with the device tensors themselves."""
+    found = _found(_FEATURE_DUMP.replace("{move}", ""))
+    assert (9, "PFL202") in found
+
+
+_NEOX = """
+    import torch
+
+    def get_batch(data_iterator):
+        return next(data_iterator)["text"].cuda()
+
+    def forward_step(data_iterator, model):
+        tokens = get_batch(data_iterator)
+        return model(tokens).sum()
+
+    def train_step(args, data_iterator, model):
+        losses = []
+        for _ in range({count}):
+            loss = forward_step(data_iterator, model)
+            model.backward(loss)
+            model.step()
+            losses.append(loss)
+        return {"lm_loss": torch.stack(losses).mean()}
+
+    def train(args, model, train_data_iterator):
+        iteration = 0
+        while iteration < args.train_iters:
+            loss_dict = train_step(args, train_data_iterator, model)
+            iteration += 1
+            print(loss_dict["lm_loss"].item())
+"""
+
+
+def test_a_loop_calling_a_gradient_accumulation_step_is_the_training_loop():
+    """gpt-neox: `train_step` runs `for _ in range(args.gradient_accumulation_steps)` around
+    the forward and backward passes. One call is one step, so the `while` loop that calls
+    it (and logs after it) runs every step."""
+    assert (24, "PFL201") in _found(_NEOX.replace("{count}", "args.gradient_accumulation_steps"))
+
+
+def test_a_loop_calling_a_function_with_its_own_loop_over_the_data_is_an_epoch_loop():
+    """The twin: a loop over a count that names no accumulation (`args.num_epochs_per_call`)
+    is a loop of many steps, so the caller's loop runs once per call, not every step."""
+    assert (24, "PFL201") not in _found(_NEOX.replace("{count}", "len(data_iterator)"))
+
+
+_SAVE = """
+    import torch
+    import torch.distributed as dist
+
+    def is_save_iter(args, iteration):
+        if args.extra_save_iters and iteration in args.extra_save_iters:
+            return True
+        return iteration % args.save_interval == 0
+
+    def save_checkpoint(model, iteration):
+        dist.barrier()
+        torch.save(model.state_dict(), f"ckpt-{iteration}.pt")
+
+    def train(args, model, loader, optimizer):
+        for iteration, (x, y) in enumerate(loader):
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            optimizer.step()
+            if {test}:
+                save_checkpoint(model, iteration)
+"""
+
+
+def test_a_helper_named_as_a_save_step_test_throttles_what_it_guards():
+    """gpt-neox's `if args.save and is_save_iter(args, iteration): save_checkpoint(...)`:
+    the barrier in the saving code runs on the saving steps only."""
+    assert (10, "PFL228") not in _found(_SAVE.replace("{test}", "args.save and is_save_iter(args, iteration)"))
+
+
+def test_a_save_guarded_by_a_plain_flag_runs_every_step():
+    """The twin: guarded by a flag that says nothing of the step, it runs every step."""
+    assert (10, "PFL228") in _found(_SAVE.replace("{test}", "args.save"))
+
+
+_LOGGER = """
+    import wandb
+
+    def tb_wandb_log(key: str, value: float, iteration: int, use_wandb: bool):
+        if use_wandb:
+            wandb.log({key: value}, step=iteration)
+
+    def train(model, loader, optimizer):
+        for step, (x, y) in enumerate(loader):
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            optimizer.step()
+            tb_wandb_log("train/loss", {value}, step, use_wandb=True)
+"""
+
+
+def test_a_float_annotation_does_not_hide_the_device_tensor_callers_pass():
+    """gpt-neox's `tb_wandb_log(key, value: float, ...)` is given the loss tensor every step:
+    what the callers pass says more than the annotation."""
+    assert (5, "PFL231") in _found(_LOGGER.replace("{value}", "loss.detach()"))
+
+
+def test_a_float_annotated_logger_given_numbers_is_silent():
+    """The twin: given the Python number `loss.item()` already made, the logger copies nothing."""
+    found = _found(_LOGGER.replace("{value}", "loss.item()"))
+    assert (5, "PFL231") not in found
+    assert (12, "PFL201") in found
+
+
+_UNWRAP = """
+    import torch
+
+    def main(accelerator, unet, train_dataloader, vae, optimizer):
+        for step, batch in enumerate(train_dataloader):
+            latents = vae.encode(batch["pixel_values"]).latent_dist.sample()
+            bsz, channels, height, width = latents.shape
+            if {test}:
+                latents = torch.cat([latents, latents], dim=1)
+            loss = unet(latents).sum()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_method_that_fetches_a_model_returns_the_model_not_its_output():
+    """diffusers' DreamBooth: `accelerator.unwrap_model(unet).config.in_channels == channels * 2`
+    compares two ints: `unwrap_model` gives the module back, it does not run it."""
+    assert _found(_UNWRAP.replace("{test}", "accelerator.unwrap_model(unet).config.in_channels == channels * 2")) \
+        == set()
+
+
+def test_a_method_named_after_a_model_still_runs_it():
+    """The twin: `trainer.ema_model(latents)` runs a model, and `if` on its output syncs."""
+    assert (7, "PFL206") in _found(_UNWRAP.replace("{test}", "accelerator.ema_model(latents).mean() > 0"))
