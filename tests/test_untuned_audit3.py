@@ -185,3 +185,30 @@ def test_a_method_that_fetches_a_model_returns_the_model_not_its_output():
 def test_a_method_named_after_a_model_still_runs_it():
     """The twin: `trainer.ema_model(latents)` runs a model, and `if` on its output syncs."""
     assert (7, "PFL206") in _found(_UNWRAP.replace("{test}", "accelerator.ema_model(latents).mean() > 0"))
+
+
+_SKIP = """
+    import torch
+
+    def train(model, loader, optimizer, accum, every):
+        for step, (x, y) in enumerate(loader):
+            loss = model(x.cuda()).sum()
+            loss.backward()
+            if {test}:
+                continue
+            optimizer.step()
+            print(loss.item())
+"""
+
+
+def test_code_after_a_skip_unless_every_nth_step_is_throttled():
+    """imagen-pytorch's `if total_steps % self.checkpoint_every: return` before saving (here
+    `continue` in a loop): what follows runs every n steps."""
+    found = _found(_SKIP.replace("{test}", "step % every").replace("            optimizer.step()\n", ""))
+    assert (9, "PFL201") not in found
+
+
+def test_a_skip_that_gates_the_optimizer_step_is_gradient_accumulation():
+    """The twin: `if (step + 1) % accum != 0: continue` before `optimizer.step()` is gradient
+    accumulation; what follows is the training step itself."""
+    assert (10, "PFL201") in _found(_SKIP.replace("{test}", "(step + 1) % accum != 0"))

@@ -200,6 +200,27 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
     return _is_timed(node)
 
 
+def skips_unless_throttled(stmt: ast.stmt, flags: Collection[str] = ()) -> bool:
+    """`if total_steps % self.checkpoint_every: return`, `if step % n != 0: continue`, `if not
+    is_log_step: return`: what follows in the block runs every n steps, not every step."""
+    if not isinstance(stmt, ast.If) or stmt.orelse or terminates(stmt.body) not in (ast.Return, ast.Continue):
+        return False
+    return _is_mod_nonzero(stmt.test) or (
+        isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
+        and is_throttled_test(stmt.test.operand, flags))
+
+
+def _is_mod_nonzero(node: ast.expr) -> bool:
+    """`step % n` (true off the n-th steps) and `step % n != 0`."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return True
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.NotEq):
+        sides = (node.left, node.comparators[0])
+        return any(isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in sides) \
+            and any(isinstance(s, ast.Constant) and type(s.value) is int for s in sides)
+    return False
+
+
 # `time.time() - last_log > args.log_interval`, `elapsed > cfg.eval_every_seconds`: a clock
 _CLOCK_CALLS = ("time.time", "time.perf_counter", "time.monotonic", "perf_counter", "monotonic")
 _DURATION_NAME = re.compile(r"(?:^|_)(?:elapsed|seconds|secs|minutes|mins|hours)$")

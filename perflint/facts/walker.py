@@ -41,6 +41,7 @@ from .hotness import (
     is_throttled_test,
     loop_counters,
     runs_once,
+    skips_unless_throttled,
     steps_the_optimizer,
     terminates,
 )
@@ -93,6 +94,9 @@ class Walker(DispatchInterpreter):
                 self.hot = False  # the rest computes a cached value: once per key, not per step
             if self.hot and terminates([stmt]) is not None:
                 self.hot = False  # after `raise` / `assert False` / `return`: never runs
+            if self.hot and skips_unless_throttled(stmt, self.throttled_flags) \
+                    and not steps_the_optimizer(stmts[index + 1:]):
+                self.hot = False  # `if step % n: return`: the rest runs every n steps
         self.hot = hot
 
     def _stmt_generic(self, stmt: ast.stmt) -> None:
