@@ -212,3 +212,40 @@ def test_a_skip_that_gates_the_optimizer_step_is_gradient_accumulation():
     """The twin: `if (step + 1) % accum != 0: continue` before `optimizer.step()` is gradient
     accumulation; what follows is the training step itself."""
     assert (10, "PFL201") in _found(_SKIP.replace("{test}", "(step + 1) % accum != 0"))
+
+
+_REGISTERED_STEP = """
+    import torch
+
+    TRAIN_STEPS = {{}}
+
+    def register_train_step(name):
+        def wrap(cls):
+            TRAIN_STEPS[name] = cls
+            return cls
+        return wrap
+
+    @register_train_step("standard")
+    class {name}:
+        def __call__(self, task):
+            sample = next(task.data_iterator)
+            output = task.model(sample["input"].cuda(non_blocking=True))
+            loss = task.loss(output, sample["target"].cuda(non_blocking=True))
+            task.losses.append(loss.detach().cpu().item())
+            loss.backward()
+            task.optimizer.step()
+            return task
+"""
+
+
+def test_a_training_step_found_through_a_registry_runs_every_step():
+    """vissl's `@register_train_step(...) class StandardTrainStep: def __call__(self, task)`:
+    the trainer looks it up by name, so no loop is seen calling it; one call runs the
+    backward pass and the optimizer step, and it is named a training step."""
+    assert (17, "PFL203") in _found(_REGISTERED_STEP.format(name="StandardTrainStep"))
+
+
+def test_a_callable_that_trains_but_is_not_named_a_step_needs_a_hot_caller():
+    """The twin: a `Warmup` object that runs one backward pass is per-step only if hot code
+    calls it (here nothing does)."""
+    assert _found(_REGISTERED_STEP.format(name="Warmup")) == set()

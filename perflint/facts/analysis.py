@@ -122,12 +122,13 @@ class FileAnalysis(FileFacts):
 
     def _seed_hot_functions(self) -> None:
         for func in self.functions:
-            reason = seed_reason(func, self.hot_functions, self.imports_torch, self.is_test(func))
+            reason = seed_reason(func, self.hot_functions, self.imports_torch, self.is_test(func),
+                                 self.test_file)
             if reason:
                 func.hot, func.hot_reason = True, reason
                 # its own reason (a `forward`, a loss) is the entry point; else the callers
                 # in other files are, and perflint.hot_paths finds them
-                own = seed_reason(func, {}, self.imports_torch, self.is_test(func))
+                own = seed_reason(func, {}, self.imports_torch, self.is_test(func), self.test_file)
                 if own:
                     row = getattr(func.node, "lineno", 1)
                     func.hot_chain = ((row, own),)

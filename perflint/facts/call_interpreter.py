@@ -498,7 +498,8 @@ class CallInterpreter(ExpressionInterpreter):
             self.file.note_call(self.func, target, binding, self.mode, self.hot, reason, self.hot_origin,
                                 getattr(node, "lineno", 0))
         if target.steps and not target.loops_steps and not target.loads_model and not self.file.is_test(target):
-            self._mark_step()  # `self.fit_batch(batch)`, `next_token(model, x)`
+            # `self.fit_batch(batch)`, `next_token(model, x)`; `self.run_backward(task, loss)`
+            self._mark_step(trains=target.trains, updates=target.trains)
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
             self.loops[-1].nested_data = True
         result = instantiate(target.result, target, lambda _position, name: binding.get(name))
@@ -576,6 +577,8 @@ class CallInterpreter(ExpressionInterpreter):
                 self.loops[-1].update_markers = True
         else:
             self.func.steps = True  # one call of this function is one step
+            if updates:
+                self.func.trains = True
 
 
 # Verbs that make, fetch or change a module rather than run it (`apply_model` and

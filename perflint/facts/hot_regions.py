@@ -8,6 +8,7 @@ no values are in `hotness`.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Callable, Mapping
 
 from .hotness import (
@@ -27,10 +28,11 @@ from .values import Kind, Value
 
 # ----------------------------------------------------------------- functions
 def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports_torch: bool,
-                is_test: bool) -> str:
+                is_test: bool, in_test_file: bool = False) -> str:
     """Why `func` runs every step whoever calls it in this file ("" when nothing says so):
     a module's `forward`, a loss, an optimizer's `step`, a function other files call every
-    step (`hot_functions`). `is_test`: it is a test function."""
+    step (`hot_functions`), a training step. `is_test`: it is a test function;
+    `in_test_file`: it is in pytest's file (a helper that trains once checks a result)."""
     name, cls = func.name, func.cls
     if name in COLD_METHODS or is_test:
         return ""  # `__init__`; `test_ctc_loss` tests a loss, it is not one
@@ -40,6 +42,11 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
         return f"ignite handler `{func.display_name}` runs every iteration"
     if cls is None and func.parent is None and name in hot_functions:
         return f"`{name}` is called every step from another module"
+    if func.trains and _is_named_training_step(func) and not func.loops_steps and not func.loads_model \
+            and not in_test_file and not (cls is not None and (cls.is_data_pipeline or _is_test_case(cls))):
+        # `StandardTrainStep.__call__(task)` found through a registry, an optimizer wrapper's
+        # `step()`: one call is one step, whoever makes it
+        return f"`{func.display_name}` runs the backward pass or the optimizer step: a training step"
     if cls is not None:
         if cls.top_level and f"{cls.name}.{name}" in hot_functions:
             return f"`{cls.name}.{name}` is called every step from another module"
@@ -70,6 +77,25 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
     return ""
 
 
+_TRAINING_STEP_NAME = re.compile(r"train(?:ing)?_?step|optimi[sz]er_?step|update_?step")
+
+
+def _is_named_training_step(func: FunctionInfo) -> bool:
+    """Named as one training step: `train_step`, `run_optimizer_step`, `__call__` of a
+    `StandardTrainStep`, the `step()` of an optimizer wrapper (a call that is not so named,
+    `warmup()` or `loss_scaler(...)`, is per-step only if hot code calls it)."""
+    name, cls = func.name, func.cls
+    if _TRAINING_STEP_NAME.search(name.lower()):
+        return True
+    if cls is None:
+        return False
+    return name == "step" or (name == "__call__" and bool(_TRAINING_STEP_NAME.search(cls.name.lower())))
+
+
+def _is_test_case(cls: ClassInfo) -> bool:
+    return any(b.rsplit(".", 1)[-1] == "TestCase" for b in cls.base_names)
+
+
 def class_hook_kinds(cls: ClassInfo) -> frozenset[str]:
     """What kind of hook or callback object `cls` is (see `hotness.hook_kinds`), from its
     name and its bases', through the bases defined in the same file."""
@@ -84,8 +110,7 @@ def in_test_or_data_pipeline(func: FunctionInfo | None, is_test: Callable[[Funct
     while func is not None:
         if is_test(func):
             return True
-        if func.cls is not None and (func.cls.is_data_pipeline or any(
-                b.rsplit(".", 1)[-1] == "TestCase" for b in func.cls.base_names)):
+        if func.cls is not None and (func.cls.is_data_pipeline or _is_test_case(func.cls)):
             return True
         func = func.parent
     return False

@@ -99,6 +99,10 @@ class FunctionInfo:
     # Outside its own loops it runs the model, the backward pass or an optimizer step (or
     # calls a function that does): a loop calling it is a training / inference loop.
     steps: bool = False
+    # ... and among those, outside its loops, it runs the backward pass or steps the
+    # optimizer itself: one call is one training step, whoever calls it (a registry, a
+    # framework, a callback list).
+    trains: bool = False
     # It contains a loop over data or a training loop of its own: calling it runs many
     # steps (an epoch, an evaluation), it is not one step. (A loss looping over scales and
     # calling loss modules does not count: that is not a loop over steps.)
