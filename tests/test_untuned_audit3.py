@@ -249,3 +249,45 @@ def test_a_callable_that_trains_but_is_not_named_a_step_needs_a_hot_caller():
     """The twin: a `Warmup` object that runs one backward pass is per-step only if hot code
     calls it (here nothing does)."""
     assert _found(_REGISTERED_STEP.format(name="Warmup")) == set()
+
+
+_CLASSY_HOOK = """
+    import torch
+    from classy_vision.hooks import ClassyHook
+
+    class CheckNanLossHook(ClassyHook):
+        def on_start(self, task):
+            print(task.loss.weight.cpu())
+
+        def on_loss_and_meter(self, task):
+            loss = task.last_batch.loss.data.cpu()
+            if not torch.isfinite(loss).all():
+                raise FloatingPointError("loss is not finite")
+
+    class MomentumHook(ClassyHook):
+        def on_forward(self, task):
+            if {test} is None:
+                self._build_momentum_encoder(task)
+            out = task.loss.momentum_encoder(task.last_batch.sample["input"])
+            task.loss.momentum_scores = out.detach()
+
+        def _build_momentum_encoder(self, task):
+            task.loss.momentum_encoder = torch.nn.Linear(8, 8).cuda()
+"""
+
+
+def test_classy_vision_hooks_run_every_step_and_build_their_state_once():
+    """vissl's hooks: `task.run_hooks("on_loss_and_meter")` every step (its `.cpu()` is a
+    sync), `on_start` once; `if task.loss.momentum_encoder is None:
+    self._build_momentum_encoder(task)` builds state kept on an object, once."""
+    found = _found(_CLASSY_HOOK.replace("{test}", "task.loss.momentum_encoder"))
+    assert (9, "PFL203") in found
+    assert (6, "PFL203") not in found and (6, "PFL210") not in found
+    assert (21, "PFL107") not in found
+
+
+def test_a_builder_under_a_local_none_test_may_run_every_step():
+    """The twin: a local name tested for None is not state kept across steps: the branch
+    (and the `.cuda()` of a freshly built module in the builder) may run every step."""
+    found = _found(_CLASSY_HOOK.replace("{test}", "task.last_batch.sample.get('encoder')"))
+    assert (21, "PFL107") in found

@@ -366,7 +366,16 @@ def is_lazy_init(node: ast.If) -> bool:
         if owner is not None and isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Attribute) \
                 and "init" in stmt.func.attr.lower() and ast.unparse(stmt.func.value) == owner:
             return True
+        # `if task.loss.moco_encoder is None: self._build_moco_encoder(task)`: state kept on an
+        # object, built by a builder (a local or a parameter is not kept: its `is None` branch
+        # may be a default taken every step)
+        if isinstance(target, ast.Attribute) and isinstance(stmt, ast.Call) \
+                and _BUILDER.match(receiver_name(stmt.func).lower()):
+            return True
     return False
+
+
+_BUILDER = re.compile(r"_*(?:init|build|create|setup|make|construct)_")
 
 
 def _fills_up(node: ast.If) -> bool:
@@ -615,6 +624,8 @@ _MMENGINE_ITER_HOOKS = frozenset(  # mmengine.hooks.Hook (and mmcv's, which has 
 )
 _MMCV_ITER_HOOKS = frozenset({"before_iter", "after_iter"})  # mmcv.runner.Hook
 _DETECTRON2_STEP_HOOKS = frozenset({"before_step", "after_step", "after_backward"})  # HookBase
+# Classy Vision's `ClassyHook` (and vissl's hooks on it): `task.run_hooks(name)` every step
+_CLASSY_STEP_HOOKS = frozenset({"on_step", "on_forward", "on_backward", "on_update", "on_loss_and_meter"})
 _LIGHTNING_BATCH_HOOKS = frozenset(  # lightning.pytorch.Callback, and the LightningModule's own
     """on_train_batch_start on_train_batch_end on_validation_batch_start
     on_validation_batch_end on_test_batch_start on_test_batch_end on_predict_batch_start
@@ -645,6 +656,7 @@ _EVERY_STEP_HOOKS = (
     ("hook", _MMENGINE_ITER_HOOKS, "mmengine hook", "iteration"),
     ("hook", _MMCV_ITER_HOOKS, "mmcv hook", "iteration"),
     ("hook", _DETECTRON2_STEP_HOOKS, "detectron2 hook", "step"),
+    ("hook", _CLASSY_STEP_HOOKS, "Classy Vision hook", "step"),
     ("callback", _LIGHTNING_BATCH_HOOKS, "Lightning callback", "batch"),
     ("callback", _HF_STEP_CALLBACKS, "Hugging Face TrainerCallback", "step"),
     ("callback", _FASTAI_BATCH_CALLBACKS, "fastai callback", "batch"),
