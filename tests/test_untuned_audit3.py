@@ -291,3 +291,80 @@ def test_a_builder_under_a_local_none_test_may_run_every_step():
     (and the `.cuda()` of a freshly built module in the builder) may run every step."""
     found = _found(_CLASSY_HOOK.replace("{test}", "task.last_batch.sample.get('encoder')"))
     assert (21, "PFL107") in found
+
+
+_EVAL = """
+    import soundfile as sf
+    import torch
+    from metrics import get_metrics
+
+    def main(model, test_set, loss_func, optimizer, results):
+        model = model.cuda()
+        for idx in range(len(test_set)):
+            mix, sources = test_set[idx]
+            mix, sources = mix.cuda(), sources.cuda()
+            est = model(mix[None])
+            loss = loss_func(est, sources[None]){train}
+            est_np = est.squeeze(0).cpu().data.numpy()
+            {use}
+"""
+
+
+def test_numpy_copies_an_evaluation_loop_hands_to_a_function_are_the_point():
+    """asteroid's eval.py: each utterance's estimate goes to `get_metrics` (NumPy, mir_eval)
+    and to `sf.write` in the same iteration: the host needs it there, so PFL203 leaves the
+    copy to the opt-in PFL229."""
+    found = _found(_EVAL.replace("{train}", "").replace(
+        "{use}", "utt = get_metrics(est_np, sample_rate=8000)\n            for src in est_np:\n"
+                 "                sf.write('out.wav', src, 8000)"))
+    assert (12, "PFL203") not in found and (12, "PFL229") in found
+
+
+def test_numpy_copies_kept_in_a_list_or_made_while_training_are_reported():
+    """The twins: appended to a list, the arrays could be copied once after the loop; in a
+    training loop (backward and optimizer step) the copy costs every step."""
+    appended = _found(_EVAL.replace("{train}", "").replace("{use}", "results.append(est_np)"))
+    assert (12, "PFL203") in appended
+    training = _found(_EVAL.replace("{train}", "\n            loss.backward()\n            optimizer.step()").replace(
+        "{use}", "utt = get_metrics(est_np, sample_rate=8000)"))
+    assert (14, "PFL203") in training
+
+
+_SOLVER = """
+    import torch
+
+    def evaluate_audio(y_pred, y):
+        return {"err": (y_pred - y).abs().mean().item()}
+
+    class Solver:
+        def run_step(self, idx, batch, metrics):
+            raise NotImplementedError
+
+        def run_epoch(self, pool):
+            lp = self.log_progress("train", self.dataloaders["train"])
+            for idx, {target} in enumerate(lp):
+                metrics = self.run_step(idx, {target}, {{}})
+                print(metrics["loss"].item())
+                x = self.last_output
+                if first_batch and self.is_main:
+                    self.save_samples(x.cpu())
+                pool.submit(evaluate_audio, x.cpu(), {target})
+"""
+
+
+def test_a_loop_naming_its_element_a_batch_iterates_the_data():
+    """audiocraft's solvers: `for idx, batch in enumerate(lp)` over a progress wrapper of a
+    loader that flashy builds, each step in a `run_step` that subclasses define: the loop's
+    name for the element says it is the data loop. Not per-step: a sample save guarded by
+    `first_batch`, and what a worker runs (`pool.submit(evaluate_audio, x.cpu(), batch)`;
+    its copy is for the worker)."""
+    found = _found(_SOLVER.replace("{target}", "batch"))
+    assert (14, "PFL201") in found
+    assert (17, "PFL203") not in found
+    assert (5, "PFL201") not in found
+    assert (18, "PFL203") not in found
+
+
+def test_a_loop_over_unknown_items_not_named_a_batch_is_not_the_data_loop():
+    """The twin: `for idx, item in enumerate(lp)` says nothing of what it iterates."""
+    assert (14, "PFL201") not in _found(_SOLVER.replace("{target}", "item"))

@@ -119,7 +119,7 @@ class CallInterpreter(ExpressionInterpreter):
         else:
             assert callee is not None
             result = self._call(node, callee, args, kwargs)
-        if self.hot and self.reporting:
+        if self.hot and self.reporting and not (isinstance(func, ast.Attribute) and func.attr in _BACKGROUND_RUNS):
             for arg in args:  # closures handed to `optimizer.step(closure)` and the like
                 if arg.kind is Kind.FUNC:
                     target = self._local_function(arg.ref)
@@ -580,6 +580,9 @@ class CallInterpreter(ExpressionInterpreter):
             if updates:
                 self.func.trains = True
 
+
+# `pool.submit(evaluate, y_pred.cpu(), ...)`: the function runs in a worker, off the step
+_BACKGROUND_RUNS = frozenset({"submit", "apply_async", "map_async", "starmap_async", "run_in_executor"})
 
 # Verbs that make, fetch or change a module rather than run it (`apply_model` and
 # `run_model` do run it).

@@ -96,6 +96,17 @@ class RuleContext:
     def in_loop(self) -> bool:
         return bool(self._walker and self._walker.loops)
 
+    @property
+    def in_inference_loop(self) -> bool:
+        """Inside a loop of this function that runs the model but never runs the backward
+        pass or steps an optimizer (itself or through what it calls): an evaluation or
+        inference loop, in a function that does not train."""
+        walker = self._walker
+        if walker is None or not walker.loops or walker.func.trains:
+            return False
+        return any(loop.direct_markers or loop.nested_markers for loop in walker.loops) \
+            and not any(loop.update_markers for loop in walker.loops)
+
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The syntactic parent of `node` (None for the module)."""
         statement = self.statement

@@ -80,6 +80,11 @@ _DESCRIPTOR = re.compile(
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same names recur in every function
+def names_a_batch(name: str) -> bool:
+    """`batch`, `minibatch`, `x_batch`: a name for what a data loader yields."""
+    return bool(_BATCH.search(name.lower()))
+
+
 def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
     lower = name.lower()
     if parameter and _PYTHON_PARAMETER.search(lower):

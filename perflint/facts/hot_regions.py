@@ -20,8 +20,10 @@ from .hotness import (
     every_step_hook,
     hook_kinds,
     is_loss_function_name,
+    receiver_name,
     terminates,
 )
+from .hints import names_a_batch
 from .records import ClassInfo, FunctionInfo, LoopInfo
 from .values import Kind, Value
 
@@ -77,6 +79,7 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
     return ""
 
 
+_FIRST_STEP_FLAG = re.compile(r"_*(?:is_)?first_(?:batch|step|iter|iteration|epoch|call|run)$")
 _TRAINING_STEP_NAME = re.compile(r"train(?:ing)?_?step|optimi[sz]er_?step|update_?step")
 
 
@@ -126,6 +129,16 @@ def is_data(iterable: Value, elem: Value) -> bool:
     return False
 
 
+def yields_named_batches(target: ast.expr, elem: Value) -> bool:
+    """`for batch in lp:` / `for idx, batch in enumerate(progress):` over something nothing
+    else is known of: the loop's own name for what it gets says it iterates the data."""
+    if isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[-1]
+        if elem.kind is Kind.SEQ and elem.items:
+            elem = elem.items[-1]
+    return isinstance(target, ast.Name) and names_a_batch(target.id) and elem.kind is Kind.UNKNOWN
+
+
 def is_step_loop(loop: LoopInfo) -> bool:
     """Does one iteration of `loop` run one step (read after the pre-walk of its body has
     filled its markers in)?"""
@@ -148,6 +161,8 @@ def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.
     runs at most as often as its step-counter test."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(is_once_test(operand, loops, value_of) for operand in test.values)
+    if isinstance(test, (ast.Name, ast.Attribute)) and _FIRST_STEP_FLAG.match(receiver_name(test).lower()):
+        return True  # `if first_batch and is_rank_zero():` saves the samples of one batch
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return False
     left, op, right = test.left, test.ops[0], test.comparators[0]

@@ -29,6 +29,7 @@ from .hot_regions import (
     is_once_test,
     is_step_loop,
     leaves_hot_region,
+    yields_named_batches,
 )
 from .hotness import (
     eager_truth,
@@ -245,7 +246,7 @@ class Walker(DispatchInterpreter):
         self._dispatch(node)
         elem = element_of(iterable)
         few = few_iterations(node.iter) or runs_once(node.body)
-        data = is_data(iterable, elem) and not few
+        data = (is_data(iterable, elem) or yields_named_batches(node.target, elem)) and not few
         targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         if data and moves_a_target(node.body, targets):
             # `for images, targets in loader: images = images.to(dev)`: a loader whose

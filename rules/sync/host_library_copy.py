@@ -14,9 +14,14 @@ class HostLibraryCopy(Rule):
     Checks for blocking copies to host memory (`t.cpu()`, `t.to("cpu")`,
     `t.numpy(force=True)`) in code that runs every step, whose result goes to a library that
     only reads host memory: SciPy (`linear_sum_assignment(cost.cpu())`), pycocotools, PIL,
-    OpenCV, NumPy, scikit-learn and the like, directly or through a name the function only
+    OpenCV, NumPy, scikit-learn and the like, or a worker process
+    (`pool.submit(evaluate, y_pred.cpu(), y)`), directly or through a name the function only
     hands to such calls (`C = C.view(bs, n, -1).cpu()` then
-    `[linear_sum_assignment(c[i]) for i, c in enumerate(C.split(sizes, -1))]`).
+    `[linear_sum_assignment(c[i]) for i, c in enumerate(C.split(sizes, -1))]`). In an
+    evaluation or inference loop (one that runs the model and never the backward pass or an
+    optimizer step), a NumPy array made from the copy and only handed to functions or
+    iterated in that iteration counts too (`est_np = est.cpu().numpy()` then
+    `get_metrics(mix_np, est_np)` and `sf.write(path, est_np[0])`): the host needs it there.
 
     **Off by default** (opt in with `--select PFL229` or `extend-select`): the copy is the
     point there. The library cannot read device memory, so the sync is the price of using
