@@ -50,7 +50,10 @@ class ConstantTensorInHotPath(Rule):
             return x - self.mean
     ```
     A buffer moves with the module (`model.to(device)`), is saved in its `state_dict` (pass
-    `persistent=False` to keep it out), and is built once.
+    `persistent=False` to keep it out), and is built once. An accumulator the step updates in
+    place (`total = torch.tensor(0.0, device=d)`, then `total += loss`) cannot be shared
+    between steps: fill it on the device instead, `total = torch.zeros((), device=d)`, which
+    launches a fill and copies nothing.
 
     ## Fix safety
     There is no automatic fix: hoisting the tensor means choosing where it lives (a buffer,
@@ -107,6 +110,22 @@ class ConstantTensorInHotPath(Rule):
             """,
             count=2,
             note="`new_tensor` copies the list to the receiver's device",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def train_batch(model, micro_batches, device):
+                ce_batch_loss = torch.tensor(0.0, device=device)
+                for micro_batch in micro_batches:
+                    ce_batch_loss += model(micro_batch.to(device)).mean()
+                return ce_batch_loss
+
+            for batch in loader:
+                loss = train_batch(model, batch.split(4), "cuda")
+                loss.backward()
+            """,
+            note="an accumulator started with a copy from the host (fill it on the device instead)",
         ),
     ]
     valid = [
@@ -174,7 +193,11 @@ class ConstantTensorInHotPath(Rule):
         if factory is None:
             self._new_tensor(node, ctx)
             return
-        if not constant_call(node, ctx) or trivial(node, factory) or scratch_buffer(node, ctx):
+        if not constant_call(node, ctx) or trivial(node, factory):
+            return
+        if scratch_buffer(node, ctx):
+            if on_device(node, ctx):  # `total = torch.tensor(0.0, device=d)`, then `total += ...`
+                ctx.report(node, self.scratch_message, call=ctx.text(node.func))
             return
         if on_device(node, ctx):
             ctx.report(node, self.copy_message, call=ctx.text(node.func))
@@ -185,6 +208,9 @@ class ConstantTensorInHotPath(Rule):
 
     copy_message = ("`{call}()` copies the same constant to the device every step, a blocking "
                     "host-to-device copy; build it once (a buffer or a module attribute)")
+    scratch_message = ("`{call}()` copies a constant to the device every step to start a buffer the step "
+                       "updates, a blocking host-to-device copy; fill it on the device "
+                       "(`torch.zeros((), device=...)`, `torch.full(...)`)")
 
     def _new_tensor(self, node: ast.Call, ctx: RuleContext) -> None:
         """`x.new_tensor([0.485, 0.456, 0.406])`: a constant copied to `x`'s device."""
@@ -193,5 +219,5 @@ class ConstantTensorInHotPath(Rule):
             return
         if not ctx.maybe_tensor(method[0]) or not constant_call(node, ctx) or trivial(node, "tensor"):
             return
-        if not scratch_buffer(node, ctx):
-            ctx.report(node, self.copy_message, call=ctx.text(node.func))
+        ctx.report(node, self.scratch_message if scratch_buffer(node, ctx) else self.copy_message,
+                   call=ctx.text(node.func))
