@@ -217,3 +217,50 @@ def test_a_wrapper_nobody_calls_every_step_is_silent(tmp_path):
     """})
     report = check_paths([tmp_path], SettingsResolver(tmp_path), jobs=1)
     assert [d for d in report.diagnostics if d.code == CODE] == []
+
+
+SAM2_OPTIMIZER = """
+    class Optimizer:
+        def __init__(self, optimizer, schedulers=None):
+            self.optimizer = optimizer
+            self.schedulers = schedulers
+
+
+    def construct_optimizer(model, optimizer_conf):
+        optimizer = instantiate(optimizer_conf, model.parameters())
+        return Optimizer(optimizer)
+"""
+SAM2_TRAINER = """
+    import torch
+    from optimizer import construct_optimizer
+
+    class Trainer:
+        def __init__(self, model, optim_conf):
+            self.model = model
+            self.scaler = torch.amp.GradScaler("cuda", enabled=True)
+            self.optim = construct_optimizer(self.model, optim_conf)
+
+        def train_epoch(self, loader):
+            for data_iter, batch in enumerate(loader):
+                loss = self.model(batch.cuda()).mean()
+                self.scaler.scale(loss).backward()
+                self.scaler.step({optimizer})
+                self.scaler.update()
+"""
+
+
+def test_the_optimizer_held_by_a_wrapper_of_another_file_is_stepped_with_the_check(tmp_path):
+    """sam2's trainer: `self.scaler.step(self.optim.optimizer)`, the optimizer a project
+    wrapper keeps; what crosses the file boundary says nothing against it being one."""
+    write_project(tmp_path, {"optimizer.py": SAM2_OPTIMIZER, "pyproject.toml": "",
+                             "train.py": SAM2_TRAINER.format(optimizer="self.optim.optimizer")})
+    report = check_paths([tmp_path], SettingsResolver(tmp_path), jobs=1)
+    assert [(Path(d.path).name, d.location.row) for d in report.diagnostics if d.code == CODE] == [("train.py", 14)]
+
+
+def test_a_scaler_stepping_a_known_module_is_not_a_grad_scaler_step(tmp_path):
+    """The twin: what is known not to be an optimizer (the model) is not stepped by a scaler."""
+    write_project(tmp_path, {"optimizer.py": SAM2_OPTIMIZER, "pyproject.toml": "",
+                             "train.py": SAM2_TRAINER.format(optimizer="self.model")})
+    report = check_paths([tmp_path], SettingsResolver(tmp_path), jobs=1)
+    assert [d for d in report.diagnostics if d.code == CODE] == []

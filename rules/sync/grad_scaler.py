@@ -17,7 +17,7 @@ _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 # What `scaler.step(x)` is not given when `scaler` is a GradScaler.
 _NOT_OPTIMIZER = frozenset({
     Kind.TENSOR, Kind.BATCH, Kind.LOADER, Kind.MODULE, Kind.SEQ, Kind.NDARRAY, Kind.DEVICE,
-    Kind.DTYPE, Kind.NONE, Kind.PYTHON, Kind.FUNC, Kind.CLASS,
+    Kind.DTYPE, Kind.NONE, Kind.FUNC, Kind.CLASS,
 })
 _STEP_MESSAGE = ("`{call}` reads the GradScaler's inf/NaN check to the host and waits for the GPU every step;"
                  " a fused optimizer (`fused=True`) takes the check on the device")
