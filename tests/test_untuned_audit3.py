@@ -368,3 +368,49 @@ def test_a_loop_naming_its_element_a_batch_iterates_the_data():
 def test_a_loop_over_unknown_items_not_named_a_batch_is_not_the_data_loop():
     """The twin: `for idx, item in enumerate(lp)` says nothing of what it iterates."""
     assert (14, "PFL201") not in _found(_SOLVER.replace("{target}", "item"))
+
+
+def test_a_helper_a_test_runs_is_not_training_code():
+    """nanotron's `tests/test_sft.py`: `_test_sft_loss_masking`, run by a test in each process,
+    is named like a loss but checks one."""
+    source = """
+        import torch
+
+        def _test_sft_loss_masking(model, batch):
+            loss_all = model(batch.cuda()).mean()
+            assert loss_all > 0, "Full mask should produce positive loss"
+    """
+    assert _found(source, "tests/test_sft.py") == set()
+    assert (5, "PFL207") in _found(source.replace("_test_sft_loss_masking", "sft_loss_masking"), "train.py")
+
+
+def test_the_split_a_loss_logs_under_is_a_string():
+    """taming-transformers' `BCELossWithQuant.forward(self, qloss, target, prediction, split)`:
+    `"{}/bce_loss".format(split)` formats the split's name; a tensor formatted is reported."""
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        class BCELossWithQuant(torch.nn.Module):
+            def forward(self, qloss, target, prediction, {param}):
+                loss = F.binary_cross_entropy_with_logits(prediction, target) + qloss
+                return loss, {{"{{}}/total_loss".format({param}): loss.detach().mean()}}
+    """
+    assert _found(source.format(param="split")) == set()
+    assert (7, "PFL210") in _found(source.format(param="scale"))
+
+
+def test_a_move_to_the_cpu_whose_result_is_dropped_moves_a_module():
+    """Open-Sora's offloading: `optional_models["img_flux"].to("cpu", dtype)` as a statement
+    moves a module in place; a tensor's copy would be thrown away. Kept, it is a copy."""
+    source = """
+        import torch
+
+        def main(models, loader, device, dtype):
+            for batch in loader:
+                out = models["video"](batch.to(device))
+                models["img_flux"].to("cpu", dtype)
+                {keep}
+    """
+    assert (6, "PFL203") not in _found(source.format(keep="pass"))
+    assert (7, "PFL203") in _found(source.format(keep='saved = models["img_flux"].to("cpu")'))

@@ -52,6 +52,8 @@ _LOSS = re.compile(
 # `forward(self, x, layer_type)`, `forward(self, x, patch_height, patch_width)`.
 _PYTHON_PARAMETER = re.compile(
     r"(?:^|_)(?:type|name|mode|kind|prefix|suffix|path|dir|height|width|size|dim|stride)$"
+    # the split or stage a loss logs under (`forward(self, qloss, target, pred, split)`)
+    r"|^(?:split|stage|phase|tag)$"
     # the counters a training step hook is given and hands on to its loss
     # (`loss(x, xrec, optimizer_idx, self.global_step)`): Python ints
     r"|^(?:optimizer|batch|dataloader)_idx$|^(?:global_step|current_epoch|epoch)$"

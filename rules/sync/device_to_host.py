@@ -17,7 +17,8 @@ class DeviceToHostCopy(Rule):
     `t.detach().cpu()` are one copy and reported once, at the copy.
 
     Not reported: `t.to("cpu", non_blocking=True)` (no sync; see below), tensors already
-    known to be on the CPU, and `model.cpu()` on modules. Copies made for a host-only library
+    known to be on the CPU, and `model.cpu()` on modules (also a `.to("cpu")` whose result
+    is not used, `models["flux"].to("cpu")`: only a module moves in place). Copies made for a host-only library
     (`linear_sum_assignment(cost.cpu())`, OpenCV, PIL, pycocotools, NumPy: the copy is the
     point there), and in an evaluation loop NumPy arrays handed to the project's own
     functions in the same iteration (`get_metrics(mix_np, est_np)`), are left to the opt-in
@@ -275,6 +276,8 @@ def host_copy(node: ast.Call, ctx: RuleContext) -> str | None:
     call = ctx.method_call(node, "cpu", "to", "numpy")
     if call is None:
         return None
+    if isinstance(ctx.parent(node), ast.Expr):
+        return None  # `models["flux"].to("cpu")` as a statement moves a module in place (a tensor's copy would be lost)
     receiver, name = call
     if not ctx.maybe_tensor(receiver):
         return None
