@@ -414,3 +414,19 @@ def test_a_move_to_the_cpu_whose_result_is_dropped_moves_a_module():
     """
     assert (6, "PFL203") not in _found(source.format(keep="pass"))
     assert (7, "PFL203") in _found(source.format(keep='saved = models["img_flux"].to("cpu")'))
+
+
+def test_the_fields_of_a_structure_moved_to_the_host_are_on_the_host():
+    """pytorchvideo's detection tutorial: `predictor(img)["instances"].to("cpu")` moves
+    detectron2's `Instances` (boxes, scores, classes) to the host; `.pred_classes.tolist()`
+    then reads host memory. Not moved, the same read waits for the GPU."""
+    source = """
+        import torch
+
+        def run(predictor, loader):
+            for img in loader:
+                predictions = predictor(img.cuda())["instances"]{move}
+                classes = predictions.pred_classes.tolist()
+    """
+    assert (6, "PFL202") not in _found(source.format(move='.to("cpu")'))
+    assert (6, "PFL202") in _found(source.format(move=""))

@@ -493,6 +493,10 @@ def tensor_attribute_value(name: str, recv: Value) -> Value:
         # tuple of them. A batch is "a tensor or a structure of tensors": tensor-only methods
         # on it are reported, truth tests are not.
         return Value(Kind.BATCH, device=recv.device)
+    if recv.device == "cpu":
+        # `predictor(img)["instances"].to("cpu").pred_classes`: a structure moved to the host
+        # (detectron2's `Instances`), whose fields went with it
+        return Value(Kind.TENSOR, device="cpu")
     return UNKNOWN  # not an attribute tensors have (`img.mode` on what is really an image)
 
 
