@@ -430,3 +430,21 @@ def test_the_fields_of_a_structure_moved_to_the_host_are_on_the_host():
     """
     assert (6, "PFL202") not in _found(source.format(move='.to("cpu")'))
     assert (6, "PFL202") in _found(source.format(move=""))
+
+
+def test_an_optimizer_closure_runs_every_step_and_a_message_thunk_does_not():
+    """composer's `self.optimizer.step(closure=lambda **kwargs: self._train_microbatches(
+    batch, **kwargs).item())`: the optimizer calls its closure every step. A lambda handed
+    to anything else (a message thunk, called only when a check fails) is not per-step."""
+    source = """
+        import torch
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch.cuda()).mean()
+                optimizer.step(closure=lambda: loss.item())
+                torch._check(bool(batch.shape[0]), lambda: f"empty batch {loss.item()}")
+    """
+    found = _found(source)
+    assert (6, "PFL201") in found
+    assert (7, "PFL201") not in found

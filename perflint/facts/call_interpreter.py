@@ -105,6 +105,10 @@ class CallInterpreter(ExpressionInterpreter):
         if isinstance(func, ast.Attribute):
             receiver = self.ev(func.value)
             callee = None
+            if func.attr == "step":  # `optimizer.step(closure=lambda: ...)`
+                for closure in [*node.args[:1], *(k.value for k in node.keywords if k.arg == "closure")]:
+                    if isinstance(closure, ast.Lambda):
+                        self.step_closures.add(closure)
         else:
             callee = self.ev(func)
         args = [self.ev(a) for a in node.args]

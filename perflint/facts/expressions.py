@@ -310,8 +310,9 @@ class ExpressionInterpreter(Frame):
         saved, hot = self.env, self.hot
         self.env = dict(saved)
         # The body runs when the lambda is called, which may be never: message thunks such
-        # as `torch._check(cond, lambda: f"{t}")` are only called when the check fails.
-        self.hot = False
+        # as `torch._check(cond, lambda: f"{t}")` are only called when the check fails. An
+        # optimizer's closure (`optimizer.step(closure=lambda: ...)`) is called every step.
+        self.hot = hot and node in self.step_closures
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
             self.env[arg.arg] = UNKNOWN
         self.ev(node.body)

@@ -54,6 +54,8 @@ class Frame:
         # A walk for one call's arguments (see `CallInterpreter._specialized`): what the
         # parameters hold; it leaves no trace in the records.
         self.specialized: dict[str, Value] | None = None
+        # Lambdas an optimizer's `step()` is handed as its closure: called every step
+        self.step_closures: set[ast.Lambda] = set()
         self._outer = self._outer_envs()
 
     # ----------------------------------------------------------------- set-up
