@@ -448,3 +448,31 @@ def test_an_optimizer_closure_runs_every_step_and_a_message_thunk_does_not():
     found = _found(source)
     assert (6, "PFL201") in found
     assert (7, "PFL201") not in found
+
+
+def test_a_branch_for_another_accelerator_is_not_a_cuda_step():
+    """yolov9's NMS and demucs' HTDemucs: `mps = "mps" in device.type; if mps: prediction =
+    prediction.cpu()` runs on Apple GPUs only. A branch for a batch still on the CPU
+    (`device.type == "cpu"`) may well run in a CUDA step, and the copy outside any branch
+    runs every step."""
+    source = """
+        import torch
+
+        def nms(prediction, keep):
+            device = prediction.device
+            mps = "mps" in device.type
+            if mps:
+                prediction = prediction.cpu()
+            if prediction.device.type == "xla":
+                keep = keep.cpu()
+            if keep.device.type == "cpu":
+                prediction = prediction.cpu()
+            return prediction[:, :4].cpu(), keep
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return nms(x, x[:, 0])
+    """
+    found = _found(source)
+    assert (7, "PFL203") not in found and (9, "PFL203") not in found
+    assert (11, "PFL203") in found and (12, "PFL203") in found

@@ -200,6 +200,39 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
     return _is_timed(node)
 
 
+# Accelerators other than CUDA's: a branch on one runs only there (`if x.device.type ==
+# "mps": x = x.cpu()`), never in a CUDA step. ("cpu" is not one: a batch still on the CPU
+# in a CUDA run is the usual reason to test for it.)
+_OTHER_DEVICE_TYPES = frozenset({"mps", "xla", "xpu", "npu", "hpu", "meta"})
+
+
+def is_other_device_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
+    """`x.device.type == "mps"`, `"mps" in device.type`, `device_type == "xla"`, or a local
+    flag assigned one (`x_is_mps = x.device.type == "mps"`; `flags`)."""
+    if isinstance(node, ast.Name):
+        return node.id in flags
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return any(is_other_device_test(v, flags) for v in node.values)
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+        return False
+    op, left, right = node.ops[0], node.left, node.comparators[0]
+    if isinstance(op, ast.Eq):
+        constant, other = (left, right) if isinstance(left, ast.Constant) else (right, left)
+    elif isinstance(op, ast.In):
+        constant, other = left, right
+    else:
+        return False
+    return isinstance(constant, ast.Constant) and constant.value in _OTHER_DEVICE_TYPES \
+        and _names_a_device_type(other)
+
+
+def _names_a_device_type(node: ast.expr) -> bool:
+    """`x.device.type`, `device.type`, `device_type`, `self.device_type`."""
+    if isinstance(node, ast.Attribute) and node.attr == "type":
+        return "device" in receiver_name(node.value).lower()
+    return isinstance(node, (ast.Name, ast.Attribute)) and receiver_name(node).lower().endswith("device_type")
+
+
 def skips_unless_throttled(stmt: ast.stmt, flags: Collection[str] = ()) -> bool:
     """`if total_steps % self.checkpoint_every: return`, `if step % n != 0: continue`, `if not
     is_log_step: return`: what follows in the block runs every n steps, not every step."""

@@ -39,6 +39,7 @@ from .hotness import (
     is_failure_guard,
     is_lazy_init,
     is_micro_batch_loop,
+    is_other_device_test,
     is_throttled_test,
     loop_counters,
     runs_once,
@@ -64,6 +65,7 @@ class Walker(DispatchInterpreter):
         func, node = self.func, self.func.node
         # local flags holding a throttled test: `is_log_step = i % n == 0 or last`; `if is_log_step:`
         self.throttled_flags: set[str] = set(self.file.throttling_helpers())
+        self.other_device_flags: set[str] = set()  # `mps = "mps" in device.type`
         self.preceding: list[ast.stmt] = []  # the statements before a `while` in its block
         if isinstance(node, ast.Module):
             self.body(node.body)
@@ -118,6 +120,10 @@ class Walker(DispatchInterpreter):
                 self.throttled_flags.add(flag)
             else:
                 self.throttled_flags.discard(flag)
+            if is_other_device_test(node.value, self.other_device_flags):
+                self.other_device_flags.add(flag)
+            else:
+                self.other_device_flags.discard(flag)
         for target in node.targets:
             self.assign(target, value)
         self._dispatch(node)
@@ -161,7 +167,7 @@ class Walker(DispatchInterpreter):
         body_hot = hot and not (is_throttled_test(node.test, self.throttled_flags)
                                 and not steps_the_optimizer(node.body)) \
             and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node) \
-            and not is_failure_guard(node)
+            and not is_failure_guard(node) and not is_other_device_test(node.test, self.other_device_flags)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
         # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
