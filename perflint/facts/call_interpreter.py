@@ -16,7 +16,7 @@ from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
 from .hot_regions import parameter_defaults
-from .hotness import is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
+from .hotness import WORKER_HANDOFFS, is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
 from .loader_settings import attach as attach_loader_settings
 from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
 from .records import SUMMARY, ClassInfo, FunctionInfo
@@ -123,7 +123,7 @@ class CallInterpreter(ExpressionInterpreter):
         else:
             assert callee is not None
             result = self._call(node, callee, args, kwargs)
-        if self.hot and self.reporting and not (isinstance(func, ast.Attribute) and func.attr in _BACKGROUND_RUNS):
+        if self.hot and self.reporting and not (isinstance(func, ast.Attribute) and func.attr in WORKER_HANDOFFS):
             for arg in args:  # closures handed to `optimizer.step(closure)` and the like
                 if arg.kind is Kind.FUNC:
                     target = self._local_function(arg.ref)
@@ -584,9 +584,6 @@ class CallInterpreter(ExpressionInterpreter):
             if updates:
                 self.func.trains = True
 
-
-# `pool.submit(evaluate, y_pred.cpu(), ...)`: the function runs in a worker, off the step
-_BACKGROUND_RUNS = frozenset({"submit", "apply_async", "map_async", "starmap_async", "run_in_executor"})
 
 # Verbs that make, fetch or change a module rather than run it (`apply_model` and
 # `run_model` do run it).

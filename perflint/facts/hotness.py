@@ -200,6 +200,11 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
     return _is_timed(node)
 
 
+# `pool.submit(evaluate, y_pred.cpu(), y)`, `loop.run_in_executor(None, f, x)`: the function
+# runs in a worker, off the step, and reads what it is handed from host memory
+WORKER_HANDOFFS = frozenset({"submit", "apply_async", "map_async", "starmap_async", "run_in_executor"})
+
+
 # Accelerators other than CUDA's: a branch on one runs only there (`if x.device.type ==
 # "mps": x = x.cpu()`), never in a CUDA step. ("cpu" is not one: a batch still on the CPU
 # in a CUDA run is the usual reason to test for it.)

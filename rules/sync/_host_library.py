@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.hotness import WORKER_HANDOFFS
 
 # Libraries that read host memory only.
 HOST_LIBRARIES = ("scipy.", "sklearn.", "pycocotools.", "PIL.", "cv2.", "numpy.", "matplotlib.",
@@ -26,15 +27,10 @@ _PASS_THROUGH = frozenset({"numpy", "detach", "float", "double", "long", "int", 
 _WRAPPERS = frozenset({"enumerate", "zip", "reversed", "list", "tuple", "iter"})
 
 
-# `pool.submit(evaluate, y_pred.cpu(), y)`: a worker process reads what it is given from
-# host memory.
-_WORKER_HANDOFFS = frozenset({"submit", "apply_async", "map_async", "starmap_async"})
-
-
 def _is_host_call(node: ast.AST, ctx: RuleContext) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    if isinstance(node.func, ast.Attribute) and node.func.attr in _WORKER_HANDOFFS:
+    if isinstance(node.func, ast.Attribute) and node.func.attr in WORKER_HANDOFFS:
         return True
     name = ctx.qualname(node.func)
     if name is None:
