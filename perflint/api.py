@@ -17,7 +17,6 @@ from .engine import FileResult, linter_for
 from .fileio import ChangedOnDisk, read_error, write_atomic
 from .files import MissingPath, Target, discover
 from .fixes import FixOutcome, applicable, fix_text
-from .hot_paths import attach_hot_paths
 from .notebook import fix_notebook, is_notebook, lint_notebook
 from .project import project_roots
 from .runner import display_path, lint_project, run_targets
@@ -112,8 +111,11 @@ def project_targets(targets: Sequence[Target], paths: Sequence[Path], resolver: 
     if not roots:
         return list(targets)
     known = {os.path.abspath(t.path) for t in targets}
+    # the named directories were walked already (with no fewer files: their walk reads the
+    # .gitignore files from there down, this one from the root)
+    walked = frozenset(os.path.abspath(p) for p in paths if p.is_dir())
     extra: list[Target] = []
-    for item in discover(list(roots), resolver, force_exclude=True, lenient=True):
+    for item in discover(list(roots), resolver, force_exclude=True, lenient=True, skip=walked):
         if isinstance(item, Target):
             key = os.path.abspath(item.path)
             if key not in known:
@@ -143,7 +145,6 @@ def run_project(paths: Sequence[Path], resolver: SettingsResolver, *, force_excl
     lint = lambda target, display, raw, hot: lint_target(target, cwd, raw, hot)  # noqa: E731
     done = lint_project(everything, cwd, lint, jobs=jobs, cache=cache)
     named = range(len(targets))
-    attach_hot_paths(done.results, named, done.index, done.classes)
     return ProjectRun(targets, missing, done.results[:len(targets)], [done.hot.get(i, frozenset()) for i in named])
 
 

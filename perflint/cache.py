@@ -124,6 +124,42 @@ def cacheable(result: FileResult) -> bool:
     return "internal error" not in error and "worker process" not in error and "Memory" not in error
 
 
+def result_to_json(result: FileResult) -> dict:
+    """A file's result as plain JSON data (what an entry and a project snapshot store)."""
+    return {
+        "path": result.path,
+        "error": result.error,
+        "parsed": result.parsed,
+        "diagnostics": [d.to_json() for d in result.diagnostics],
+        "hot_calls": list(result.hot_calls),
+        "reexports": [list(pair) for pair in result.reexports],
+        "origins": [[call, list(steps), seed] for call, steps, seed in result.hot_call_origins],
+        "bound": list(result.bound_calls),
+        "calls": list(result.calls),
+        "summaries": list(result.summaries),
+        "overrides": list(result.overrides),
+        "bases": list(result.bases),
+    }
+
+
+def result_from_json(entry: dict) -> FileResult:
+    """The inverse of `result_to_json`; raises on data of another shape."""
+    return FileResult(
+        entry["path"],
+        [Diagnostic.from_json(d) for d in entry["diagnostics"]],
+        error=entry["error"],
+        parsed=bool(entry["parsed"]),
+        hot_calls=tuple(entry["hot_calls"]),
+        reexports=tuple((name, source) for name, source in entry["reexports"]),
+        hot_call_origins=tuple((call, tuple(steps), seed) for call, steps, seed in entry["origins"]),
+        bound_calls=tuple(entry["bound"]),
+        calls=tuple(entry["calls"]),
+        summaries=tuple(entry["summaries"]),
+        overrides=tuple(entry["overrides"]),
+        bases=tuple(entry["bases"]),
+    )
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     replace_file(path, data, suffix=_TMP_SUFFIX)
 
@@ -200,20 +236,7 @@ class Cache:
             entry = json.loads(data)
             if entry["key"] != key:
                 return None
-            result = FileResult(
-                entry["path"],
-                [Diagnostic.from_json(d) for d in entry["diagnostics"]],
-                error=entry["error"],
-                parsed=bool(entry["parsed"]),
-                hot_calls=tuple(entry["hot_calls"]),
-                reexports=tuple((name, source) for name, source in entry["reexports"]),
-                hot_call_origins=tuple((call, tuple(steps), seed) for call, steps, seed in entry["origins"]),
-                bound_calls=tuple(entry["bound"]),
-                calls=tuple(entry["calls"]),
-                summaries=tuple(entry["summaries"]),
-                overrides=tuple(entry["overrides"]),
-                bases=tuple(entry["bases"]),
-            )
+            result = result_from_json(entry)
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
         if mtime < time.time() - _DAY:  # keep it from being pruned while it is used
@@ -224,21 +247,7 @@ class Cache:
         return result
 
     def write_entry(self, key: str, result: FileResult) -> None:
-        entry = {
-            "key": key,
-            "path": result.path,
-            "error": result.error,
-            "parsed": result.parsed,
-            "diagnostics": [d.to_json() for d in result.diagnostics],
-            "hot_calls": list(result.hot_calls),
-            "reexports": [list(pair) for pair in result.reexports],
-            "origins": [[call, list(steps), seed] for call, steps, seed in result.hot_call_origins],
-            "bound": list(result.bound_calls),
-            "calls": list(result.calls),
-            "summaries": list(result.summaries),
-            "overrides": list(result.overrides),
-            "bases": list(result.bases),
-        }
+        entry = {"key": key, **result_to_json(result)}
         path = self._entry_path(key)
         try:
             path.parent.mkdir(exist_ok=True)
@@ -268,13 +277,9 @@ class Cache:
         """(the cached result if the file is unchanged by stat, else None; its size).
         `hot`: the functions the project pass seeds (another entry, found without reading
         the file: the index knows its content hash)."""
-        try:
-            st = os.stat(target.path)
-        except OSError:
-            return None, 0
-        record = self.index.get(os.path.abspath(target.path))
-        if record is None or not record[_TRUSTED] or record[:_STAT_FIELDS] != stat_key(st):
-            return None, st.st_size
+        record, size = self._unchanged(target)
+        if record is None:
+            return None, size
         key = self.entry_key(target, display, record[_HASH], hot)
         if record[_CLEAN] == key and not hot:
             result: FileResult | None = FileResult(display, parsed=True)
@@ -282,7 +287,24 @@ class Cache:
             result = self.read_entry(key)
         if result is not None and record[_DAY_SEEN] != self._today and not hot:
             self.remember(target, record[:_DAY_SEEN] + [self._today, record[_CLEAN]])
-        return result, st.st_size
+        return result, size
+
+    def _unchanged(self, target: Target) -> tuple[Record | None, int]:
+        """(the index record of the file when its stat says it is unchanged, else None; its size)."""
+        try:
+            st = os.stat(target.path)
+        except OSError:
+            return None, 0
+        record = self.index.get(os.path.abspath(target.path))
+        if record is None or not record[_TRUSTED] or record[:_STAT_FIELDS] != stat_key(st):
+            return None, st.st_size
+        return record, st.st_size
+
+    def unchanged_key(self, target: Target, display: str) -> str | None:
+        """The key of the file's (unseeded) entry when its stat says it is unchanged since
+        its content was hashed, else None: what a project snapshot is checked against."""
+        record, _size = self._unchanged(target)
+        return None if record is None else self.entry_key(target, display, record[_HASH])
 
     def remember(self, target: Target, record: Record | None) -> None:
         if record is not None:

@@ -36,6 +36,20 @@ class MissingPath:
     reason: str
 
 
+IgnoreChain = list  # of (path prefix, spec), innermost first
+
+
+def matches_chain(chain: IgnoreChain, full: str, is_dir: bool) -> bool:
+    """Does any spec of `chain` ignore the file or directory at the absolute path `full`?"""
+    for prefix, spec in chain:
+        rel = full[len(prefix):]
+        if os.sep != "/":
+            rel = rel.replace(os.sep, "/")
+        if spec.match_file(rel + ("/" if is_dir else "")):
+            return True
+    return False
+
+
 class _GitIgnore:
     """Nested .gitignore files plus .git/info/exclude, read once per directory."""
 
@@ -65,16 +79,9 @@ class _GitIgnore:
 
     def ignored(self, path: Path, is_dir: bool, stop: Path) -> bool:
         """Is `path` ignored by any .gitignore between `stop` (inclusive) and its parent?"""
-        full = str(path)
-        for prefix, spec in self._chain(path.parent, stop):
-            rel = full[len(prefix):]
-            if os.sep != "/":
-                rel = rel.replace(os.sep, "/")
-            if spec.match_file(rel + ("/" if is_dir else "")):
-                return True
-        return False
+        return matches_chain(self.chain(path.parent, stop), str(path), is_dir)
 
-    def _chain(self, directory: Path, stop: Path) -> list[tuple[str, pathspec.PathSpec]]:
+    def chain(self, directory: Path, stop: Path) -> list[tuple[str, pathspec.PathSpec]]:
         """The ignore specs that apply below `directory`, innermost first, with the path
         prefix to strip from a path below them; computed once per directory, because
         looking for `.git` at every level for every file costs a stat each."""
@@ -95,13 +102,15 @@ class _GitIgnore:
 
 
 def discover(
-    paths: list[Path], resolver: SettingsResolver, force_exclude: bool | None = None, lenient: bool = False
+    paths: list[Path], resolver: SettingsResolver, force_exclude: bool | None = None, lenient: bool = False,
+    skip: frozenset[str] = frozenset(),
 ) -> Iterator[Target | MissingPath]:
     """The files below `paths`. `lenient` (the walk of the rest of the project, whose files
     are read but not reported): a directory whose configuration is broken is skipped with a
-    warning (`resolver.warnings`) instead of ending the run."""
+    warning (`resolver.warnings`) instead of ending the run. `skip`: absolute paths of
+    directories not to enter (their files were found already)."""
     gitignore = _GitIgnore()
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for given in paths:
         try:
             is_dir = given.is_dir()
@@ -116,16 +125,18 @@ def discover(
             forced = settings.force_exclude if force_exclude is None else force_exclude
             if forced and (settings.is_excluded(given, all_components=True) or _gitignored(gitignore, given, settings)):
                 continue
-            key = Path(os.path.abspath(given))
+            key = os.path.abspath(given)
             if key not in seen:
                 seen.add(key)
                 yield Target(given, settings, explicit=True)
+            continue
+        if os.path.abspath(given) in skip:
             continue
         root_settings = resolver.for_path(given / "__init__.py")
         forced = root_settings.force_exclude if force_exclude is None else force_exclude
         if forced and root_settings.is_excluded(given, all_components=True):
             continue
-        yield from _walk(given, resolver, gitignore, seen, lenient)
+        yield from _walk(given, resolver, gitignore, seen, lenient, skip)
 
 
 def _gitignored(gitignore: _GitIgnore, path: Path, settings: Settings) -> bool:
@@ -135,13 +146,14 @@ def _gitignored(gitignore: _GitIgnore, path: Path, settings: Settings) -> bool:
     return gitignore.ignored(absolute, False, absolute.anchor and Path(absolute.anchor))  # type: ignore[arg-type]
 
 
-def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: set[Path],
-          lenient: bool = False) -> Iterator[Target]:
+def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: set[str],
+          lenient: bool = False, skip: frozenset[str] = frozenset()) -> Iterator[Target]:
     absolute_root = Path(os.path.abspath(root))
-    stack = [(root, absolute_root)]
+    # (directory as given, its absolute path, the settings of the directory above)
+    stack: list[tuple[Path, str, Settings | None]] = [(root, str(absolute_root), None)]
     exclusions: dict[int, Callable[[Path], bool]] = {}  # the resolver keeps the settings alive
     while stack:
-        directory, absolute = stack.pop()
+        directory, absolute, inherited = stack.pop()
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -155,29 +167,36 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
                 if settings is not None:
                     yield Target(directory, settings, explicit=False, error=read_error(directory, exc, "its files"))
             continue
-        settings = _settings(resolver, directory, lenient, directory / "__init__.py")  # also every file's here
+        # Settings come from the nearest pyproject.toml above: a directory without one has
+        # its parent's (the walk does not follow links to directories).
+        settings = inherited
+        if settings is None or any(entry.name == "pyproject.toml" for entry in entries):
+            settings = _settings(resolver, directory, lenient, directory / "__init__.py")  # also every file's here
         if settings is None:
             continue
         excluded = exclusions.get(id(settings))
         if excluded is None:
             excluded = exclusions[id(settings)] = _exclusion(settings)
+        chain = gitignore.chain(Path(absolute), absolute_root) if settings.respect_gitignore else []
         subdirs = []
         for entry in entries:
-            path = directory / entry.name
-            abs_path = absolute / entry.name
+            name = entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
-                is_link = entry.is_symlink()
             except OSError:
                 continue
-            if is_dir:
-                if excluded(path):
-                    continue
-                if settings.respect_gitignore and gitignore.ignored(abs_path, True, absolute_root):
-                    continue
-                subdirs.append((path, abs_path))
+            if not is_dir and not name.endswith(EXTENSIONS):
                 continue
-            if not entry.name.endswith(EXTENSIONS):
+            path = directory / name
+            abs_path = os.path.join(absolute, name)
+            if is_dir:
+                if abs_path in skip or excluded(path) or (chain and matches_chain(chain, abs_path, True)):
+                    continue
+                subdirs.append((path, abs_path, settings))
+                continue
+            try:
+                is_link = entry.is_symlink()
+            except OSError:
                 continue
             if is_link:
                 try:
@@ -185,9 +204,7 @@ def _walk(root: Path, resolver: SettingsResolver, gitignore: _GitIgnore, seen: s
                         continue
                 except OSError:
                     pass  # broken link or loop: reported when read
-            if excluded(path):
-                continue
-            if settings.respect_gitignore and gitignore.ignored(abs_path, False, absolute_root):
+            if excluded(path) or (chain and matches_chain(chain, abs_path, False)):
                 continue
             if abs_path in seen:
                 continue

@@ -15,7 +15,6 @@ only their local chains, so a caller's edit never invalidates a callee's cached 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
 
 from .engine import FileResult
 from .project import ClassTree, ProjectIndex, resolved_calls
@@ -25,11 +24,10 @@ from .types import HOT_SEED_KEY as SEED_KEY
 _MAX_DEPTH = 32  # cycles are cut by the visited set; this bounds pathological chains
 
 
-def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: ProjectIndex,
-                     classes: ClassTree | None = None) -> None:
-    """Complete the chains of the findings of the `named` results, in place (`classes`: the
-    project pass's class tree, built here when it has none)."""
-    if not any(SEED_KEY in d.extra for i in named for d in results[i].diagnostics):
+def attach_hot_paths(results: list[FileResult], index: ProjectIndex, classes: ClassTree | None = None) -> None:
+    """Complete the chains of every result's findings, in place (`classes`: the project
+    pass's class tree, built here when it has none)."""
+    if not any(SEED_KEY in d.extra for result in results for d in result.diagnostics):
         return  # every chain starts in its own file
     callers: dict[tuple[int, str], tuple[str, int, str]] = {}
     calls = [r.hot_calls for r in results]
@@ -57,8 +55,7 @@ def attach_hot_paths(results: list[FileResult], named: Sequence[int], index: Pro
         memo[key] = prefix + steps
         return memo[key]
 
-    for i in named:
-        result = results[i]
+    for i, result in enumerate(results):
         completed = []
         for d in result.diagnostics:
             seed = d.extra.get(SEED_KEY)

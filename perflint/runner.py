@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from . import snapshot
 from .cache import Cache, Record
 from .engine import FileResult, linter_for
-from .files import Target
-from .parallel import effective_jobs, ordered_map
 from .facts.project_calls import IMPORTED
 from .facts.summaries import join_summaries
+from .files import Target
+from .hot_paths import attach_hot_paths
+from .parallel import effective_jobs, ordered_map
 from .project import ClassTree, ProjectIndex, project_seeds
 from .rule import FileError
 
@@ -55,11 +57,12 @@ _MAX_ROUNDS = 100
 
 @dataclass
 class ProjectResults:
-    results: list[FileResult]  # every target's, in order
+    # every target's, in order; after the project pass only what is reported (path,
+    # diagnostics, error, parsed) counts: a result served from the snapshot has no more
+    results: list[FileResult]
     # per target index: its seeds (its functions other files call every step, what they pass
     # to them, the summaries of the functions of other files it calls)
     hot: dict[int, frozenset[str]]
-    index: ProjectIndex  # which target defines which module
     classes: ClassTree | None = None  # which class derives from which (None: not needed)
 
 
@@ -77,12 +80,28 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
             return cache.lint(target, display, lambda t, raw: lint(t, display, raw, seeds), seeds)
         return work
 
+    displays = [display_path(t.path, cwd) for t in targets]
+    if cache is not None:
+        last = snapshot.load(cache, targets, displays)
+        if last is not None:
+            return ProjectResults(*last)
+    index = ProjectIndex([t.path for t in targets])
+    done = _project_pass(targets, cwd, work_for, index, jobs=jobs, cache=cache)
+    # Every file's chains, not only the named files': the snapshot serves any of them.
+    attach_hot_paths(done.results, index, done.classes)
+    if cache is not None:
+        snapshot.store(cache, targets, displays, done.results, done.hot)
+    return done
+
+
+def _project_pass(targets: Sequence[Target], cwd: Path, work_for, index: ProjectIndex, *, jobs: int | None,
+                  cache: Cache | None) -> ProjectResults:
+    """Every file analyzed, then again with the seeds the others give it, to a fixpoint."""
     positions = {id(t): i for i, t in enumerate(targets)}
     results = list(run_targets(targets, cwd, work_for({}, positions), jobs=jobs, cache=cache))
     hot: dict[int, frozenset[str]] = {}
-    index = ProjectIndex([t.path for t in targets])
     if not any(r.hot_calls or r.bound_calls or r.calls or r.overrides for r in results):
-        return ProjectResults(results, hot, index)
+        return ProjectResults(results, hot)
     # What each file's functions return, joined over the rounds (a file analyzed with more
     # seeds may say more), and every name each file was found to call.
     summaries: list[dict[str, str]] = [{} for _ in results]
@@ -109,7 +128,7 @@ def lint_project(targets: Sequence[Target], cwd: Path, lint: LintFn, *, jobs: in
         for i, result in zip(changed, redone):
             results[i] = result
             _learn(summaries[i], calls[i], result)
-    return ProjectResults(results, hot, index, classes)
+    return ProjectResults(results, hot, classes)
 
 
 def _learn(summaries: dict[str, str], calls: set[str], result: FileResult) -> None:
