@@ -201,6 +201,78 @@ def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.
     return bool(STEP_COUNTER.search(left.attr.lower()))
 
 
+def is_capped_by_counter(node: ast.If, loops: list[LoopInfo], func_node: ast.AST) -> bool:
+    """`if not correct[i] and shown < 5: shown += 1; print(...)`: a block that counts its own
+    runs against a small cap runs at most that many times, not every step. Not when the
+    count starts again inside the step loop (`shown = 0` in its body) or, for a local count in
+    a function that is one step itself, on every call; `self.warned` counts across calls
+    unless the function resets it."""
+    counter = _capped_counter(node.test)
+    if counter is None or not any(_counts_up(stmt, counter) for stmt in _own_statements(node.body)):
+        return False
+    if isinstance(counter, ast.Name):
+        step_loop = next((loop for loop in loops if loop.root_hot or loop.data), None)
+        return step_loop is not None and not _resets(step_loop.node, counter)
+    return not _resets(func_node, counter)
+
+
+def _capped_counter(test: ast.expr) -> ast.Name | ast.Attribute | None:
+    """The count in `count < 5` (`count <= 5`, `5 > count`), alone or in an `and`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((c for c in map(_capped_counter, test.values) if c is not None), None)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+        op = {ast.Gt: ast.Lt(), ast.GtE: ast.LtE()}.get(type(op), op)
+    if not (isinstance(op, (ast.Lt, ast.LtE)) and isinstance(right, ast.Constant) and type(right.value) is int
+            and right.value <= FEW_STEPS):
+        return None
+    if isinstance(left, ast.Name) or (isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name)):
+        return left
+    return None
+
+
+def _own_statements(body: list[ast.stmt]):
+    """The statements of `body` and of the blocks inside it, not of functions defined there."""
+    work = list(body)
+    while work:
+        stmt = work.pop()
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            work.extend(getattr(stmt, field, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            work.extend(handler.body)
+
+
+def _counts_up(stmt: ast.stmt, counter: ast.Name | ast.Attribute) -> bool:
+    return isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add) \
+        and isinstance(stmt.value, ast.Constant) and type(stmt.value.value) is int and stmt.value.value > 0 \
+        and _same_place(stmt.target, counter)
+
+
+def _resets(scope: ast.AST, counter: ast.Name | ast.Attribute) -> bool:
+    """Is `counter` assigned (not counted up) anywhere in `scope`?"""
+    for node in ast.walk(scope):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            if any(_same_place(t, counter) for t in elements):
+                return True
+    return False
+
+
+def _same_place(node: ast.expr, counter: ast.Name | ast.Attribute) -> bool:
+    if isinstance(counter, ast.Name):
+        return isinstance(node, ast.Name) and node.id == counter.id
+    return isinstance(node, ast.Attribute) and node.attr == counter.attr and isinstance(node.value, ast.Name) \
+        and node.value.id == counter.value.id  # type: ignore[union-attr]
+
+
 def _is_last_step(node: ast.expr) -> bool:
     """`len(x)` or `len(x) - 1`: the bound of a step counter's last value."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Constant):

@@ -25,6 +25,7 @@ from .environment import (
 from .hot_regions import (
     default_decides,
     in_test_or_data_pipeline,
+    is_capped_by_counter,
     is_data,
     is_once_test,
     is_step_loop,
@@ -167,6 +168,7 @@ class Walker(DispatchInterpreter):
         body_hot = hot and not (is_throttled_test(node.test, self.throttled_flags)
                                 and not steps_the_optimizer(node.body)) \
             and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node) \
+            and not is_capped_by_counter(node, self.loops, self.func.node) \
             and not is_failure_guard(node) and not is_other_device_test(node.test, self.other_device_flags)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
