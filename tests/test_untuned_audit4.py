@@ -71,3 +71,72 @@ def test_an_attribute_counter_caps_a_block_across_calls():
     assert (13, "PFL201") not in _found(_WARN_ONCE.format(reset=""))
     # reset on every call: the block runs every step
     assert (14, "PFL201") in _found(_WARN_ONCE.format(reset="self.warned = 0\n            "))
+
+
+_ALGORITHM = """
+    import torch
+    import torch.nn.functional as F
+
+    ALGORITHMS = {{}}
+
+    class ERM(torch.nn.Module):
+        def __init__(self, network, lr):
+            super().__init__()
+            self.network = network
+            self.optimizer = torch.optim.Adam(self.network.parameters(), lr=lr)
+
+        def {name}(self, minibatches):
+            all_x = torch.cat([x for x, y in minibatches])
+            all_y = torch.cat([y for x, y in minibatches])
+            loss = F.cross_entropy(self.network(all_x), all_y)
+            self.optimizer.zero_grad()
+            {backward}
+            self.optimizer.step()
+            return {{"loss": loss.item()}}
+
+    def run(name, steps, make_batches, network):
+        algorithm = ALGORITHMS[name](network, 1e-3)
+        for step in range(steps):
+            algorithm.{name}(make_batches())
+"""
+
+
+def test_a_learner_update_that_steps_its_optimizer_is_one_training_step():
+    """DomainBed's algorithms are looked up by name (`get_algorithm_class(args.algorithm)`), so
+    nothing says what `algorithm.update(minibatches)` in the step loop runs; an `update()`
+    (or `learn()`) method that runs the backward pass and steps the optimizer itself is one
+    training step, whoever calls it."""
+    for name in ("update", "learn", "run_step", "optimize_parameters"):
+        found = _found(_ALGORITHM.format(name=name, backward="loss.backward()"))
+        assert (19, "PFL201") in found, name
+
+
+def test_an_update_that_trains_nothing_is_not_a_step():
+    """An EMA's or a meter's `update()` runs no backward pass: only hot callers make it hot."""
+    assert (19, "PFL201") not in _found(_ALGORITHM.format(name="update", backward="pass").replace(
+        "self.optimizer.step()", "self.ema = loss.detach()"))
+    # a function of that name outside a class is not a learner's update
+    assert not _found("""
+        import torch
+        def update(model, batch, optimizer):
+            loss = model(batch).mean()
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+    """)
+
+
+def test_state_made_when_still_empty_is_made_once():
+    """`if not len(self.q): self.q = torch.ones(n).to(device)` (DomainBed's VREx-like
+    weights) initialises a buffer on the first step only."""
+    found = _found("""
+        import torch
+
+        class Reweight(torch.nn.Module):
+            def forward(self, losses):
+                if not len(self.q):
+                    self.q = torch.ones(len(losses)).to("cuda")
+                return (self.q * losses).sum() + torch.ones(3).to("cuda")
+    """)
+    assert (6, "PFL101") not in found
+    assert (7, "PFL101") in found  # the twin: made every step

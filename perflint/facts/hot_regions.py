@@ -80,19 +80,25 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
 
 
 _FIRST_STEP_FLAG = re.compile(r"_*(?:is_)?first_(?:batch|step|iter|iteration|epoch|call|run)$")
-_TRAINING_STEP_NAME = re.compile(r"train(?:ing)?_?step|optimi[sz]er_?step|update_?step")
+_TRAINING_STEP_NAME = re.compile(r"train(?:ing)?_?step|run_step|optimi[sz]er_?step|optimi[sz]e_param(?:eter)?s|"
+                                 r"update_?(?:step|param(?:eter)?s)")
+# Methods that are one update of a learner when they run the backward pass or the optimizer
+# step themselves: DomainBed's `Algorithm.update(minibatches)`, an RL agent's `learn()`.
+_UPDATE_METHOD = frozenset({"update", "_update", "learn", "update_model", "train_one_step"})
 
 
 def _is_named_training_step(func: FunctionInfo) -> bool:
-    """Named as one training step: `train_step`, `run_optimizer_step`, `__call__` of a
-    `StandardTrainStep`, the `step()` of an optimizer wrapper (a call that is not so named,
+    """Named as one training step: `train_step`, `run_optimizer_step`, `run_step`,
+    `optimize_parameters`, `__call__` of a `StandardTrainStep`, the `step()` of an optimizer
+    wrapper, a learner's `update()` or `learn()` (a call that is not so named,
     `warmup()` or `loss_scaler(...)`, is per-step only if hot code calls it)."""
     name, cls = func.name, func.cls
     if _TRAINING_STEP_NAME.search(name.lower()):
         return True
     if cls is None:
         return False
-    return name == "step" or (name == "__call__" and bool(_TRAINING_STEP_NAME.search(cls.name.lower())))
+    return name == "step" or name in _UPDATE_METHOD \
+        or (name == "__call__" and bool(_TRAINING_STEP_NAME.search(cls.name.lower())))
 
 
 def _is_test_case(cls: ClassInfo) -> bool:

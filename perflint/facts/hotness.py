@@ -447,21 +447,28 @@ def _lazy_init_object(test: ast.expr) -> ast.expr | None:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
             and isinstance(test.operand, (ast.Attribute, ast.Subscript)):
         return test.operand  # `if not self._checked: self._checked = True`
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _is_len_call(test.operand) \
+            and isinstance(test.operand.args[0], (ast.Attribute, ast.Subscript)):  # type: ignore[attr-defined]
+        return test.operand.args[0]  # type: ignore[attr-defined]  # `if not len(self.q): self.q = ...`
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
         return None
     op, left, right = test.ops[0], test.left, test.comparators[0]
     if isinstance(op, ast.Eq):  # len(state) == 0
         call = left if isinstance(left, ast.Call) else right
         other = right if call is left else left
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "len"
-                and len(call.args) == 1 and isinstance(other, ast.Constant) and other.value == 0):
-            return call.args[0]
+        if _is_len_call(call) and isinstance(other, ast.Constant) and other.value == 0:
+            return call.args[0]  # type: ignore[attr-defined]
         return None
     if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
         return left if isinstance(left, (ast.Attribute, ast.Subscript)) else None  # self.cache is None
     if isinstance(op, ast.NotIn) and isinstance(left, ast.Constant) and isinstance(left.value, str):
         return right  # "exp_avg" not in state
     return None
+
+
+def _is_len_call(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
+        and len(node.args) == 1
 
 
 # ----------------------------------------------------------------- loops, tests, caches

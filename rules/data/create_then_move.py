@@ -34,6 +34,10 @@ _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
 # Factories whose positional arguments are the sizes (one each, or one tuple of them).
 _SIZED = frozenset({"zeros", "ones", "empty", "rand", "randn"})
 _JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
+# One-tensor elementwise functions: what they make of a host tensor stays on the host.
+_ELEMENTWISE = frozenset(f"torch.{name}" for name in (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sqrt", "rsqrt", "sigmoid",
+    "tanh", "abs", "neg", "reciprocal", "floor", "ceil", "round", "square"))
 
 
 def _has_zero_size(call: ast.Call) -> bool:
@@ -392,6 +396,21 @@ class CreateThenMove(Rule):
             count=2,
             note="factories joined or scaled before the move (BLIP's image-text matching labels): no fix",
         ),
+        Invalid(
+            """
+            import math
+            import torch
+
+            class TimestepEmbedder(torch.nn.Module):
+                def forward(self, t, dim):
+                    half = dim // 2
+                    freqs = torch.exp(-math.log(10000) * torch.arange(start=0, end=half, dtype=torch.float32)
+                                      / half).to(device=t.device)
+                    args = t[:, None].float() * freqs[None]
+                    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+            """,
+            note="an elementwise function of a scaled factory, moved every forward (DiT's timestep frequencies): no fix",
+        ),
     ]
     valid = [
         Valid(
@@ -487,11 +506,10 @@ class CreateThenMove(Rule):
         if self._composite_of_factories(inner, ctx) and ctx.value(move.receiver).on_cpu:
             # `torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`:
             # no fix (each factory needs `device=`), the copy is the same
+            factory = next(n for n in ast.walk(inner) if self._cpu_factory(n, ctx))
+            what = f"{ctx.text(factory.func)}()"  # type: ignore[attr-defined]
             if isinstance(inner, ast.Call):
-                what = f"{ctx.text(inner.func)}()` of `{ctx.text(inner.args[0].elts[0].func)}()"  # type: ignore[attr-defined]
-            else:
-                what = next(f"{ctx.text(s.func)}()" for s in (inner.left, inner.right)  # type: ignore[attr-defined]
-                            if self._cpu_factory(s, ctx))
+                what = f"{ctx.text(inner.func)}()` of `{what}"
             ctx.report(node, self.composite_message, what=what)
             return
         if not isinstance(inner, ast.Call):
@@ -521,13 +539,21 @@ class CreateThenMove(Rule):
         message = self.host_data_message if factory in ("tensor", "as_tensor") else None
         ctx.report(node, message, factory=ctx.text(inner.func), fix=fix)
 
-    def _composite_of_factories(self, node: ast.expr, ctx: RuleContext) -> bool:
-        """`torch.cat([factory(...), ...])` / `torch.stack(...)` of factories only, or a
-        factory combined with Python numbers (`torch.ones(n) * i`)."""
+    def _composite_of_factories(self, node: ast.expr, ctx: RuleContext, depth: int = 0) -> bool:
+        """`torch.cat([factory(...), ...])` / `torch.stack(...)` of factories only, a factory
+        combined with Python numbers (`torch.ones(n) * i`), or an elementwise function of
+        such an expression (`torch.exp(-math.log(p) * torch.arange(half) / half)`, DiT's
+        timestep frequencies)."""
+        if depth > 4:
+            return False
         if isinstance(node, ast.BinOp):
             sides = [node.left, node.right]
-            factories = [s for s in sides if self._cpu_factory(s, ctx)]
-            return bool(factories) and all(s in factories or ctx.value(s).kind is Kind.PYTHON for s in sides)
+            made = [s for s in sides if self._cpu_factory(s, ctx) or self._composite_of_factories(s, ctx, depth + 1)]
+            return bool(made) and all(s in made or ctx.value(s).kind is Kind.PYTHON for s in sides)
+        if isinstance(node, ast.Call) and ctx.call_name(node) in _ELEMENTWISE and len(node.args) == 1 \
+                and not node.keywords:
+            inner = node.args[0]
+            return self._cpu_factory(inner, ctx) or self._composite_of_factories(inner, ctx, depth + 1)
         if isinstance(node, ast.Call) and ctx.call_name(node) in _JOINS and node.args \
                 and isinstance(node.args[0], (ast.List, ast.Tuple)) and node.args[0].elts:
             return all(self._cpu_factory(e, ctx) for e in node.args[0].elts)
