@@ -125,8 +125,9 @@ class CreateThenMove(Rule):
     `list[float]` argument) turned into a tensor on the device with
     `torch.tensor(data, device=...)` or `torch.as_tensor(data, device=...)`, and for legacy
     constructors (`torch.Tensor([w, h]).to(device)`). Constant data is PFL106's. Factories
-    joined or scaled before the move (`torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`,
-    `(torch.ones(n) * i).to(device)`) are reported too, with no fix.
+    joined, scaled or passed through an elementwise function before the move
+    (`torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`,
+    `torch.exp(-c * torch.arange(half) / half).to(t.device)`) are reported too, with no fix.
 
     ## Why is this bad?
     The tensor is first built in host memory, then copied to the GPU. The copy is a blocking
