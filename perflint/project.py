@@ -392,7 +392,7 @@ def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],
             work.extend((target[0], more) for more in pending[target[0]].get(target[1], ()))
 
 
-_BINDS = re.compile(r"(?:^|[,=])[L@%]")
+_BINDS = re.compile(r"(?:^|[,=])[L@%^]")  # a loader, a project object, a moved return
 
 
 def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],

@@ -140,3 +140,93 @@ def test_state_made_when_still_empty_is_made_once():
     """)
     assert (6, "PFL101") not in found
     assert (7, "PFL101") in found  # the twin: made every step
+
+
+_METRIC_LOGGER = """
+    import torch
+
+    class MetricLogger:
+        def __init__(self):
+            self.meters = {}
+
+        def update(self, **kwargs):
+            for k, v in kwargs.items():
+                if isinstance(v, torch.Tensor):
+                    v = v.item()
+                self.meters[k] = v
+"""
+_ENGINE = """
+    import torch
+    from utils import MetricLogger
+
+    def train_one_epoch(model, loader, optimizer, device, stats):
+        logger = MetricLogger()
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            logger.update({passed})
+            logger.update(lr=optimizer.param_groups[0]["lr"])
+"""
+
+
+def _project_found(tmp_path, files: dict[str, str]) -> set[tuple[str, int, str]]:
+    from project_files import write_project
+
+    from perflint.api import check_paths
+    from perflint.config import SettingsResolver
+
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", **files})
+    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    return {(d.path.rsplit("/", 1)[-1], d.location.row, d.code) for d in report.diagnostics}
+
+
+def test_a_logger_handed_python_values_by_keyword_makes_no_sync(tmp_path):
+    """deit, mae and dino's `MetricLogger.update(**kwargs)` converts tensors with `.item()`,
+    but every caller passes `loss.item()` and the learning rate: Python values, known across
+    files from the call's keyword codes (`update(loss=p)`)."""
+    found = _project_found(tmp_path, {"utils.py": _METRIC_LOGGER, "engine.py": _ENGINE.format(passed="loss=loss.item()")})
+    assert ("engine.py", 11, "PFL201") in found  # the caller's own sync
+    assert ("utils.py", 10, "PFL201") not in found
+
+
+def test_a_logger_handed_a_tensor_or_an_unknown_mapping_still_syncs(tmp_path):
+    for passed in ("loss=loss", "loss=loss.item(), acc=loss.detach()", "**stats"):
+        found = _project_found(tmp_path / passed.replace("*", "s").replace("=", "_").replace(",", "")[:10],
+                               {"utils.py": _METRIC_LOGGER, "engine.py": _ENGINE.format(passed=passed)})
+        assert ("utils.py", 10, "PFL201") in found, passed
+
+
+def test_keywords_within_one_file_bind_kwargs_too():
+    source = _METRIC_LOGGER + """
+    def fit(model, loader, optimizer):
+        logger = MetricLogger()
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+            logger.update(loss=VALUE)
+    """
+    assert (10, "PFL201") not in _found(source.replace("VALUE", "loss.item()"))
+    assert (10, "PFL201") in _found(source.replace("VALUE", "loss"))
+
+
+def test_a_param_group_holds_settings_and_parameters():
+    """`optimizer.param_groups[0]["lr"]` is a Python number; `group["params"]` are tensors."""
+    found = _found("""
+        import torch
+
+        def fit(model, loader, optimizer):
+            for x in loader:
+                model(x).sum().backward()
+                optimizer.step()
+                lr = optimizer.param_groups[0]["lr"]
+                print(lr.item())
+                for group in optimizer.param_groups:
+                    for p in group["params"]:
+                        print(p.grad.norm().item())
+    """)
+    assert (8, "PFL201") not in found
+    assert (11, "PFL201") in found

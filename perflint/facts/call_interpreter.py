@@ -18,7 +18,16 @@ from .hints import hint_for_name, is_module_base
 from .hot_regions import parameter_defaults
 from .hotness import WORKER_HANDOFFS, is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
 from .loader_settings import attach as attach_loader_settings
-from .project_calls import ASKS_FOR, PROJECT_CLASS, call_signature, tensor_shape
+from .project_calls import (
+    ASKS_FOR,
+    MOVES_RETURNED,
+    PROJECT_CLASS,
+    call_signature,
+    declared_names,
+    keywords_key,
+    keywords_value,
+    tensor_shape,
+)
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
     Decoder,
@@ -26,9 +35,10 @@ from .summaries import (
     code_of,
     function_key,
     instantiate,
+    made_elsewhere,
     param_of,
     parameter_of,
-    made_elsewhere,
+    returned_by,
     split_summary,
     vague,
 )
@@ -151,6 +161,10 @@ class CallInterpreter(ExpressionInterpreter):
                     param = param_of(recv.origin)  # a batch of a loader another file passes
                     if param is not None:
                         self.file.cross.moves.add(param)
+                    returned = returned_by(recv.origin)  # ... or a function of another file returns
+                    if returned is not None:
+                        function, _, position = returned.rpartition("#")
+                        self.file.cross.bound_calls.add(f"{function}({MOVES_RETURNED}{position})")
                 return recv.with_device(device)
             if name == "items":
                 return seq_of(tuple_of((PYTHON, recv)))
@@ -355,10 +369,13 @@ class CallInterpreter(ExpressionInterpreter):
         # Asking for a summary costs a second analysis of this file once the answer comes:
         # only where the answer can matter: in hot code, around it (`loader = make_loader()`
         # before the loop over it: kept if the function turns out to run hot code), when it
-        # is handed a loader (it may move its batches), or in what a function returns, when
+        # is handed a loader (it may move its batches), when the statement names a loader
+        # (`train_loader = build_loader(cfg)`: its settings), or in what a function returns, when
         # another file asks for that function's summary ("qualname<Name", see
         # perflint.project.project_seeds).
-        if self.mode != SUMMARY:
+        if self._assigns_a_loader():
+            cross.calls.add(qualname)
+        elif self.mode != SUMMARY:
             if self.hot or any(a.kind is Kind.LOADER for a in args) \
                     or any(v.kind is Kind.LOADER for v in kwargs.values()):
                 cross.calls.add(qualname)
@@ -401,8 +418,20 @@ class CallInterpreter(ExpressionInterpreter):
                     found = cross.fed.setdefault(node, [])
                     if origin not in found:
                         found.append(origin)
-        value = self._decoder().value(returns, passed)
+        value = self._decoder().value(returns, passed, returned=f"{qualname}#-1")
         return value if value.kind is not Kind.UNKNOWN or value.ref else None
+
+    def _assigns_a_loader(self) -> bool:
+        """`train_loader, val_loader = build_loaders(cfg)`: the statement names a loader, so
+        what the call returns (the loader's settings) matters where it is iterated."""
+        stmt = self.stmt
+        if not isinstance(stmt, ast.Assign):
+            return False
+        for target in stmt.targets:
+            for name in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                if isinstance(name, ast.Name) and (hint_for_name(name.id) or UNKNOWN).kind is Kind.LOADER:
+                    return True
+        return False
 
     def _decoder(self) -> Decoder:
         cross = self.file.cross
@@ -567,6 +596,12 @@ class CallInterpreter(ExpressionInterpreter):
         for key, value in kwargs.items():
             if key is not None:
                 binding[key] = value
+        spread = keywords_key(target)
+        if spread is not None:  # `def update(self, **meters)`: the extra keyword arguments
+            declared = declared_names(target)
+            extras = [value for key, value in kwargs.items() if key is not None and key not in declared]
+            if extras or None in kwargs:
+                binding[spread] = keywords_value(extras, complete=None not in kwargs)
         return binding
 
     def _mark_step(self, trains: bool = False, updates: bool = False) -> None:

@@ -178,7 +178,8 @@ class RuleContext:
 
     def loaders_fed_by(self, call: ast.Call) -> list[ast.Call]:
         """The `DataLoader(...)` calls of this file whose loaders `call` hands to a function
-        of another file that moves their batches to a device every step."""
+        of another file that moves their batches to a device every step; for a
+        `DataLoader(...)` call whose loader a function returns to such a caller, itself."""
         return self.analysis.cross.fed.get(call, [])
 
     def call_name(self, call: ast.Call) -> str | None:

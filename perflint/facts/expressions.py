@@ -25,6 +25,7 @@ from .values import (
     MODULE,
     NDARRAY,
     NONE,
+    PARAM_GROUP,
     PYTHON,
     TENSOR,
     UNKNOWN,
@@ -127,6 +128,8 @@ class ExpressionInterpreter(Frame):
             return base.elem
         if kind is Kind.NDARRAY:
             return PYTHON if attr in ("shape", "ndim", "size", "dtype") else NDARRAY
+        if kind is Kind.OPTIMIZER and attr == "param_groups":
+            return seq_of(PARAM_GROUP)
         if kind in (Kind.PYTHON, Kind.DEVICE, Kind.DTYPE, Kind.OPTIMIZER, Kind.NONE):
             return PYTHON
         if kind is Kind.UNKNOWN:
@@ -155,6 +158,9 @@ class ExpressionInterpreter(Frame):
             return PYTHON  # typing subscripts: Optional[...]
         if kind is Kind.PYTHON and base.elem is not None:
             return base.elem  # a dict literal's values: `op_meta[name]`
+        if base is PARAM_GROUP or (kind is Kind.PYTHON and base.ref == PARAM_GROUP.ref):
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                return seq_of(TENSOR) if node.slice.value == "params" else PYTHON  # `group["lr"]`
         del index
         return UNKNOWN
 

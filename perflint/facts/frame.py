@@ -17,7 +17,7 @@ from .environment import Env, annotation_value
 from .file_facts import FileFacts
 from .hints import hint_for_name
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, HotChain, LoopInfo
-from .summaries import PROJECT_CLASS, has_markers, instantiate, loader_marker, param_marker
+from .summaries import PROJECT_CLASS, SPREAD, has_markers, instantiate, loader_marker, param_marker
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
 
 _CONVENTIONAL_ALIASES = {
@@ -103,9 +103,22 @@ class Frame:
                 make = param_marker if value is UNKNOWN else loader_marker
                 value = make(func, position, arg.arg)
             self.env[arg.arg] = value
-        for extra in (args.vararg, args.kwarg):
-            if extra is not None:
-                self.env[extra.arg] = Value(Kind.SEQ) if extra is args.vararg else PYTHON
+        if args.vararg is not None:
+            self.env[args.vararg.arg] = Value(Kind.SEQ)
+        if args.kwarg is not None:
+            self.env[args.kwarg.arg] = self._keywords_value(args.kwarg.arg)
+
+    def _keywords_value(self, name: str) -> Value:
+        """What `**kwargs` holds: a dict of what the callers pass as extra keywords when that
+        is known of every call (`update(loss=loss.item())`: Python values), else a dict of
+        unknown contents."""
+        if self.mode == REPORT:
+            key = SPREAD + name
+            passed = self.func.arg_values.get(key) or self.func.summary_arg_values.get(key)
+            if passed is not None and passed.kind is Kind.PYTHON and passed.elem is not None \
+                    and not self.func.opaque_calls:
+                return passed
+        return PYTHON
 
     def _parameter_value(self, arg: ast.arg, default: ast.expr | None) -> Value:
         annotated = annotation_value(arg.annotation)

@@ -24,6 +24,8 @@ from .records import FunctionInfo
 from .summaries import (
     NOTHING,
     PROJECT_CLASS,
+    PYTHON_CODE,
+    SPREAD,
     Decoder,
     code_of,
     function_key,
@@ -31,9 +33,9 @@ from .summaries import (
     parameters,
     split_codes,
 )
-from .values import Kind, Value, join
+from .values import PYTHON, Kind, Value, join
 
-__all__ = ["ASKS_FOR", "BOUND", "IMPORTED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
+__all__ = ["ASKS_FOR", "BOUND", "IMPORTED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
            "parse_hot_function_seeds", "shape_binding", "tensor_shape"]
 
 BOUND = "~"  # a seed that binds parameters only (the call does not run every step)
@@ -41,6 +43,10 @@ IMPORTED = ">"  # a seed that is another file's summary
 # "qualname<Name" in `CrossFile.calls`: the summary of qualname is wanted only when another
 # file wants the summary of this file's Name (what Name returns is what qualname returns)
 ASKS_FOR = "<"
+# "qualname(^i)" in `CrossFile.bound_calls`: hot code here moves to a device the batches of
+# the loader qualname returns (at tuple position i; -1: the whole value), so the file that
+# builds that `DataLoader(...)` reports on its settings ("~name(^i)" there)
+MOVES_RETURNED = "^"
 
 
 def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value],
@@ -60,8 +66,16 @@ def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, V
         if isinstance(arg_node, ast.Starred):
             break
         codes.append(code(value))
-    codes.extend(f"{key}={found}" for key, value in kwargs.items()
-                 if key is not None and (found := code(value)) != NOTHING)
+    keywords = [(key, code(value)) for key, value in kwargs.items() if key is not None]
+    if not bound_only:  # `update(loss=loss.item())`: a Python value, known not to be a tensor
+        keywords = [(key, PYTHON_CODE if found == NOTHING and kwargs[key].kind is Kind.PYTHON else found)
+                    for key, found in keywords]
+    if any(found != NOTHING for _key, found in keywords):
+        # every keyword, so that the callee knows what its `**kwargs` holds (`**` when a
+        # `**mapping` may pass more)
+        codes.extend(f"{key}={found}" for key, found in keywords)
+        if None in kwargs:
+            codes.append(f"{SPREAD}={NOTHING}")
     if all(found.rpartition("=")[2] == NOTHING for found in codes):
         return ""
     return "(" + ",".join(codes) + ")"
@@ -119,10 +133,16 @@ class CrossFile:
         self.bound: dict[str, list[str]] = {}  # "name" -> signatures of calls that only bind
         self.imported: dict[str, str] = {}  # qualified name as this file calls it -> summary
         self.shaped: set[str] = set()  # ... of those, the ones with summaries for some argument kinds
+        # "name" -> positions of the loaders it returns whose batches other files move every step
+        self.returns_moved: dict[str, set[int]] = {}
         for seed in seeds:
             if seed.startswith(BOUND):
                 name, _, signature = seed[1:].partition("(")
-                self.bound.setdefault(name, []).append(signature.rstrip(")"))
+                signature = signature.rstrip(")")
+                if signature.startswith(MOVES_RETURNED):
+                    self.returns_moved.setdefault(name, set()).add(int(signature[1:]))
+                else:
+                    self.bound.setdefault(name, []).append(signature)
             elif seed.startswith(IMPORTED):
                 qualname, _, summary = seed[1:].rpartition("=")  # codes hold no "="
                 self.imported[qualname] = summary
@@ -157,6 +177,52 @@ class CrossFile:
         return tuple(sorted(names))
 
 
+def keywords_key(func: FunctionInfo) -> str | None:
+    """The key, in `FunctionInfo.arg_values`, of what its `**kwargs` holds (None: it has none)."""
+    node = func.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.args.kwarg is None:
+        return None
+    return SPREAD + node.args.kwarg.arg
+
+
+def declared_names(func: FunctionInfo) -> set[str]:
+    node = func.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    return {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+
+
+def keywords_value(values: list[Value], complete: bool) -> Value:
+    """What `**kwargs` holds for one call: a dict whose values are the extra keyword
+    arguments' (`complete`: they are all known), else a dict of unknown contents."""
+    if not complete:
+        return PYTHON
+    elem = values[0]
+    for value in values[1:]:
+        elem = join(elem, value)
+    return Value(Kind.PYTHON, elem=elem)
+
+
+def _bind_foreign_keywords(func: FunctionInfo, signatures: list[str], decoder: Decoder) -> None:
+    """`def update(self, **kwargs)` called from other files as `update(loss=loss.item())`
+    (signature `(loss=p)`): its `**kwargs` holds Python values. A signature that lists no
+    keyword may have dropped unknown ones: then nothing is known of it."""
+    key = keywords_key(func)
+    if key is None:
+        return
+    declared = declared_names(func)
+    for signature in signatures:
+        entries = [code.partition("=") for code in (split_codes(signature) if signature else [])]
+        named = [(name, code) for name, sep, code in entries if sep]
+        extras = [(name, code) for name, code in named if name not in declared]
+        if named and not extras:
+            continue  # keywords known, none of them extra: `**kwargs` is empty for this call
+        complete = bool(named) and all(code != NOTHING and name != SPREAD for name, code in extras)
+        value = keywords_value([decoder.value(code) for _name, code in extras], complete)
+        old = func.arg_values.get(key)
+        func.arg_values[key] = value if old is None else join(old, value)
+
+
 def bind_foreign_arguments(func: FunctionInfo, signatures: list[str], decoder: Decoder,
                            summary_args: dict[str, Value] | None = None) -> None:
     """What other files pass to `func` (tensors, masks, batches, loaders, objects) binds its
@@ -188,6 +254,7 @@ def bind_foreign_arguments(func: FunctionInfo, signatures: list[str], decoder: D
             if summary_args is not None and (value.kind in (Kind.LOADER, Kind.OBJECT, Kind.UNKNOWN)):
                 old = summary_args.get(name)
                 summary_args[name] = value if old is None else join(old, value)
+    _bind_foreign_keywords(func, signatures, decoder)
 
 
 # A hot call `*.message_hub.MessageHub.update_scalar`: the method of a class guessed from the

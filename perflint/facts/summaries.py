@@ -40,6 +40,7 @@ from .values import (
     BOOL_TENSOR,
     ELEMENT_REF,
     PARAM_REF,
+    PYTHON,
     TENSOR,
     UNKNOWN,
     Kind,
@@ -54,6 +55,10 @@ LOCAL_CLASS = "%"
 MOVES = "!"
 CONFLICT = "?"
 NOTHING = "-"
+PYTHON_CODE = "p"  # a keyword argument holding a Python value (a number, a string): call signatures only
+# In a call signature, the keyword entry for a `**mapping` at the call; in
+# `FunctionInfo.arg_values`, the prefix of the key of what a `**kwargs` parameter holds
+SPREAD = "**"
 _MAX_DEPTH = 2  # tuples of tuples; deeper structures are "-"
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
@@ -61,6 +66,10 @@ _MAX_DEPTH = 2  # tuples of tuples; deeper structures are "-"
 _LOADER_POSITIONS = (("pin_memory", 7), ("num_workers", 5), ("collate_fn", 6))
 _FOREIGN = "_perflint_foreign"  # on a `DataLoader(...)` node made up from a code
 _PARAM = "_perflint_param"  # ... that stands for a loader passed to a parameter: (function, index, name)
+# ... that stands for a loader a function of another file returns: "qualname#position" as
+# this file calls it (position -1: the whole return value)
+_RETURNED = "_perflint_returned"
+_WHOLE = "#-1"
 
 Lookup = Callable[[str, str], "Value | None"]  # (position, name) of a parameter -> what a call passes
 
@@ -263,7 +272,13 @@ def param_of(node: object) -> tuple[str, int, str] | None:
     return getattr(node, _PARAM, None)
 
 
-def _made_up_loader(facts: str, param: tuple[str, int, str] | None) -> ast.Call:
+def returned_by(node: object) -> str | None:
+    """"qualname#position": the call of another file's function that returned this foreign
+    loader (position -1: the whole return value), as this file names the function."""
+    return getattr(node, _RETURNED, None)
+
+
+def _made_up_loader(facts: str, param: tuple[str, int, str] | None, returned: str | None = None) -> ast.Call:
     keywords = []
     literals = {"T": True, "F": False, "N": 1, "0": 0}
     for (name, _position), char in zip(_LOADER_POSITIONS, facts):
@@ -280,16 +295,20 @@ def _made_up_loader(facts: str, param: tuple[str, int, str] | None) -> ast.Call:
     setattr(node, _FOREIGN, True)
     if param is not None:
         setattr(node, _PARAM, param)
+    if returned is not None:
+        setattr(node, _RETURNED, returned)
     return node
 
 
-def loader_value(facts: str, memo: dict, param: tuple[str, int, str] | None = None) -> Value:
+def loader_value(facts: str, memo: dict, param: tuple[str, int, str] | None = None,
+                 returned: str | None = None) -> Value:
     """A loader built in another file: iterating it yields its batches (in host memory, as
-    every DataLoader's), and both remember a made-up `DataLoader(...)` call with its facts."""
-    key = (facts, param)
+    every DataLoader's), and both remember a made-up `DataLoader(...)` call with its facts
+    (and the parameter it was passed to, or the call that returned it)."""
+    key = (facts, param, returned)
     value = memo.get(key)
     if value is None:
-        node = _made_up_loader(facts, param)
+        node = _made_up_loader(facts, param, returned)
         batch = Value(Kind.BATCH, data=True, device="cpu", origin=node)
         value = memo[key] = Value(Kind.LOADER, elem=batch, origin=node)
     return value
@@ -369,9 +388,10 @@ class Decoder:
         self.loaders: dict = {}
 
     def value(self, code: str, passed: Lookup | None = None,
-              param: tuple[str, int, str] | None = None) -> Value:
+              param: tuple[str, int, str] | None = None, returned: str | None = None) -> Value:
         """The value of `code`; `passed` gives what a call passes for a parameter (`$i:name`),
-        `param`: the parameter the value is bound to (a loader remembers it)."""
+        `param`: the parameter the value is bound to, `returned`: the function (as this file
+        calls it) whose return value it is (a loader remembers either)."""
         if not code:
             return UNKNOWN
         head = code[0]
@@ -385,15 +405,21 @@ class Decoder:
             return Value(Kind.BATCH)
         if code == "Bc":
             return Value(Kind.BATCH, device="cpu")
+        if code == PYTHON_CODE:
+            return PYTHON
         if head == "L" and len(code) == 4:
-            return loader_value(code[1:], self.loaders, param)
+            return loader_value(code[1:], self.loaders, param, returned)
         if head == PROJECT_CLASS and len(code) > 1:
             return Value(Kind.UNKNOWN, ref=code)
         if head == LOCAL_CLASS:
             cls = self.classes.get(code[1:])
             return cls.instance() if cls is not None and cls.top_level else UNKNOWN
         if head == "(" and code.endswith(")"):
-            return tuple_of(tuple(self.value(c, passed) for c in split_codes(code[1:-1])))
+            items = split_codes(code[1:-1])
+            if returned is not None and returned.endswith(_WHOLE):
+                function = returned[:-len(_WHOLE)]
+                return tuple_of(tuple(self.value(c, passed, returned=f"{function}#{i}") for i, c in enumerate(items)))
+            return tuple_of(tuple(self.value(c, passed) for c in items))
         if head == "[" and code.endswith("]"):
             inner = code[1:-1]
             if inner.startswith("*$") and passed is not None:

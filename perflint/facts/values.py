@@ -117,6 +117,9 @@ _MAYBE_PYTHON = "<maybe python>"
 UNKNOWN_MAYBE_PYTHON = Value(Kind.UNKNOWN, ref=_MAYBE_PYTHON)  # unknown, one path a Python value
 PYTHON = Value(Kind.PYTHON)
 EMPTY_DICT = Value(Kind.PYTHON, items=())  # `{}`: what is stored into it becomes its `elem`
+# An element of `optimizer.param_groups`: a dict of Python settings (`group["lr"]`) and the
+# parameters (`group["params"]`)
+PARAM_GROUP = Value(Kind.PYTHON, ref="<param group>")
 NONE = Value(Kind.NONE)
 TENSOR = Value(Kind.TENSOR)
 BOOL_TENSOR = Value(Kind.TENSOR, dtype="bool")

@@ -49,10 +49,22 @@ from .hotness import (
     terminates,
 )
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
+from .summaries import function_key, made_elsewhere
 from .syntax import dotted, pattern_names
 from .torch_api import classify_device
-from .values import NONE, PYTHON, TENSOR, UNKNOWN, UNKNOWN_MAYBE_PYTHON, Kind, Value, element_of, join, tuple_of
-
+from .values import (
+    NONE,
+    PYTHON,
+    TENSOR,
+    UNKNOWN,
+    UNKNOWN_MAYBE_PYTHON,
+    Kind,
+    Value,
+    element_of,
+    item_of,
+    join,
+    tuple_of,
+)
 
 # What a batch may be made of: narrowing a batch to one of these keeps it a batch.
 _CONTAINER_TYPES = frozenset({"list", "tuple", "dict", "builtins.list", "builtins.tuple", "builtins.dict",
@@ -158,7 +170,21 @@ class Walker(DispatchInterpreter):
         if self.mode == SUMMARY:
             self.func.returns = join(self.func.returns, value)
             self._commit_self_attrs()  # this path's attributes: the merge drops its environment
+            self._note_returned_loaders(value)
         self._dispatch(node)
+
+    def _note_returned_loaders(self, value: Value) -> None:
+        """`return train_ld, test_ld` from a function whose caller in another file moves the
+        batches of the first every step: that `DataLoader(...)` call feeds the GPU (its
+        settings are reported there, when the report pass walks it)."""
+        key = function_key(self.func)
+        positions = self.file.cross.returns_moved.get(key) if key is not None else None
+        for position in positions or ():
+            loader = value if position < 0 else item_of(value, position)
+            origin = loader.origin if loader.kind is Kind.LOADER else None
+            if isinstance(origin, ast.Call) and not made_elsewhere(origin):
+                self.file.cross.fed.setdefault(origin, [origin])
+                self.file.cross.feeding.add(id(self.func))
 
     def st_If(self, node: ast.If) -> None:
         self.ev(node.test)
@@ -238,6 +264,8 @@ class Walker(DispatchInterpreter):
             narrowed = values[0]
             for value in values[1:]:
                 narrowed = join(narrowed, value)  # type: ignore[arg-type]
+            if narrowed.kind is Kind.TENSOR and self.lookup(test.args[0].id).kind is Kind.PYTHON:  # type: ignore[union-attr]
+                return  # `if isinstance(v, torch.Tensor): v = v.item()` given Python values only
             self.env[test.args[0].id] = narrowed  # type: ignore[assignment]
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:

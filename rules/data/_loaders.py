@@ -3,9 +3,10 @@ back to the `DataLoader(...)` call that produced it, and that call's arguments.
 
 The link is the analyzer's `Value.origin`: a loader made by `torch.utils.data.DataLoader(...)`
 in this file, and every batch it yields, remember that call. A loader built in another file
-and passed here remembers a made-up call with the same facts (`made_elsewhere`): it tells
-whether the batches are pinned, but a finding about the loader itself belongs to its file,
-which sees the moves as the calls that hand the loader over (`RuleContext.loaders_fed_by`).
+and passed here (or returned by its function) remembers a made-up call with the same facts
+(`made_elsewhere`): it tells whether the batches are pinned, but a finding about the loader
+itself belongs to its file, which sees the moves as the calls that hand the loader over, or
+as the loader it returns to a caller that moves its batches (`RuleContext.loaders_fed_by`).
 """
 
 from __future__ import annotations
