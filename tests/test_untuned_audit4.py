@@ -230,3 +230,23 @@ def test_a_param_group_holds_settings_and_parameters():
     """)
     assert (8, "PFL201") not in found
     assert (11, "PFL201") in found
+
+
+def test_a_parameter_checked_for_a_tensor_is_still_read_as_one():
+    """The twin of the logger: a parameter's Python value may be a guess from its name
+    (`divisor`), so `if isinstance(divisor, torch.Tensor): int(divisor.max())` still syncs
+    (yolov9's `make_divisible(x, self.stride)` given the model's stride tensor)."""
+    found = _found("""
+        import math
+        import torch
+
+        def make_divisible(x, divisor):
+            if isinstance(divisor, torch.Tensor):
+                divisor = int(divisor.max())
+            return math.ceil(x / divisor) * divisor
+
+        class Shape(torch.nn.Module):
+            def forward(self, x):
+                return make_divisible(x.shape[-1], self.stride)
+    """)
+    assert (6, "PFL204") in found

@@ -173,6 +173,14 @@ class Walker(DispatchInterpreter):
             self._note_returned_loaders(value)
         self._dispatch(node)
 
+    def _is_parameter(self, name: str) -> bool:
+        node = self.func.node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        args = node.args
+        return any(a.arg == name for a in args.posonlyargs + args.args + args.kwonlyargs) \
+            or any(a is not None and a.arg == name for a in (args.vararg, args.kwarg))
+
     def _note_returned_loaders(self, value: Value) -> None:
         """`return train_ld, test_ld` from a function whose caller in another file moves the
         batches of the first every step: that `DataLoader(...)` call feeds the GPU (its
@@ -264,9 +272,12 @@ class Walker(DispatchInterpreter):
             narrowed = values[0]
             for value in values[1:]:
                 narrowed = join(narrowed, value)  # type: ignore[arg-type]
-            if narrowed.kind is Kind.TENSOR and self.lookup(test.args[0].id).kind is Kind.PYTHON:  # type: ignore[union-attr]
-                return  # `if isinstance(v, torch.Tensor): v = v.item()` given Python values only
-            self.env[test.args[0].id] = narrowed  # type: ignore[assignment]
+            name = test.args[0].id  # type: ignore[union-attr]
+            if narrowed.kind is Kind.TENSOR and self.lookup(name).kind is Kind.PYTHON and not self._is_parameter(name):
+                # `for k, v in kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()` given
+                # Python values only (a parameter's may be a guess from its name: `divisor`)
+                return
+            self.env[name] = narrowed  # type: ignore[assignment]
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
