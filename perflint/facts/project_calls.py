@@ -20,6 +20,7 @@ import ast
 import re
 from typing import Iterable
 
+from .environment import python_dict
 from .records import FunctionInfo
 from .summaries import (
     NOTHING,
@@ -195,12 +196,7 @@ def declared_names(func: FunctionInfo) -> set[str]:
 def keywords_value(values: list[Value], complete: bool) -> Value:
     """What `**kwargs` holds for one call: a dict whose values are the extra keyword
     arguments' (`complete`: they are all known), else a dict of unknown contents."""
-    if not complete:
-        return PYTHON
-    elem = values[0]
-    for value in values[1:]:
-        elem = join(elem, value)
-    return Value(Kind.PYTHON, elem=elem)
+    return python_dict(values) if complete else PYTHON
 
 
 def _bind_foreign_keywords(func: FunctionInfo, signatures: list[str], decoder: Decoder) -> None:
