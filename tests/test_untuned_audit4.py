@@ -250,3 +250,47 @@ def test_a_parameter_checked_for_a_tensor_is_still_read_as_one():
                 return make_divisible(x.shape[-1], self.stride)
     """)
     assert (6, "PFL204") in found
+
+
+_POLICY_SCRIPT = """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.distributions import Categorical
+
+    class Policy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.affine = nn.Linear(4, 128)
+            self.head = nn.Linear(128, 2)
+
+        def forward(self, x):
+            x = F.relu(self.affine(x))
+            return F.softmax(self.head(x), dim=-1), x
+
+    model = Policy()
+
+    def select_action(state):
+        state = torch.from_numpy(state).float()MOVE
+        probs, features = model(state)
+        m = Categorical(probs)
+        action = m.sample()
+        return action.item()
+
+    for episode in range(100):
+        state = np.zeros(4)
+        for t in range(1000):
+            action = select_action(state)
+"""
+
+
+def test_a_cpu_only_policy_samples_on_the_cpu():
+    """pytorch/examples' reinforcement_learning scripts never mention a device: the model's
+    tuple of outputs, the `Categorical` built from them and its samples are on the CPU."""
+    assert not _found(_POLICY_SCRIPT.replace("MOVE", ""))
+
+
+def test_a_policy_on_the_gpu_still_syncs_when_it_samples():
+    found = _found(_POLICY_SCRIPT.replace("MOVE", ".cuda()"))
+    assert {(22, "PFL227"), (24, "PFL201")} <= found

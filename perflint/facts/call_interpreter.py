@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 
 from .calls import external_call_value, may_be_project_function
 from .environment import annotation_value, merged_device
@@ -52,6 +53,7 @@ from .torch_api import (
     torch_call_device,
 )
 from .values import (
+    DISTRIBUTION,
     MODULE,
     NDARRAY,
     NONE,
@@ -175,6 +177,8 @@ class CallInterpreter(ExpressionInterpreter):
             if name in ("get", "pop"):
                 return recv
             return self._tensor_method(name, node, Value(Kind.TENSOR, device=recv.device))
+        if kind is Kind.OBJECT and recv.ref == DISTRIBUTION.ref:
+            return Value(Kind.TENSOR, device=recv.device)  # `m.sample()`, `m.log_prob(action)`
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(recv.ref) if recv.ref else None
             if name in ("register_buffer", "register_parameter") and cls is not None:
@@ -273,7 +277,13 @@ class CallInterpreter(ExpressionInterpreter):
         """In a file that never mentions an accelerator, a model given CPU tensors (batches of
         a DataLoader, `torch.from_numpy(...)`) computes on the CPU: a script that trains on
         the CPU waits for no GPU. A model given accelerator tensors (and no host ones)
-        computes on the accelerator."""
+        computes on the accelerator. So does each tensor of a tuple it returns."""
+        if result.kind is Kind.SEQ:
+            if result.items is not None:
+                return tuple_of(tuple(self._model_output(item, args) for item in result.items))
+            if result.elem is not None:
+                return replace(result, elem=self._model_output(result.elem, args))
+            return result
         if result.kind not in (Kind.TENSOR, Kind.BATCH):
             return result
         tensors = [a for a in args if a.kind in (Kind.TENSOR, Kind.BATCH)]
@@ -497,6 +507,8 @@ class CallInterpreter(ExpressionInterpreter):
                 value = Value(Kind.LOADER, elem=batch, origin=node)
             elif value.kind is Kind.DEVICE and node.args:
                 value = value.with_device(device_of_expr(node.args[0], self.qualname, self.value))
+            elif value is DISTRIBUTION:  # `Categorical(probs)`: where its parameters are
+                value = value.with_device(merged_device(args + list(kwargs.values())))
         return value
 
     def _local_function(self, name: str | None) -> FunctionInfo | None:

@@ -12,6 +12,7 @@ import ast
 from . import amp
 from .ranks import function_result_dims, method_result_dims
 from .values import (
+    DISTRIBUTION,
     MODULE_OUTPUT,
     BOOL_TENSOR,
     DEVICE,
@@ -299,7 +300,7 @@ def torch_function_value(
         return Value(Kind.OBJECT)
     if sub == "distributions":
         if name[:1].isupper():
-            return Value(Kind.OBJECT)
+            return DISTRIBUTION
         return UNKNOWN
     if sub in ("cuda", "backends", "distributed", "jit", "profiler", "hub", "onnx", "testing",
                "random", "mps", "cpu", "xpu", "accelerator", "compiler", "export", "_dynamo",

@@ -120,6 +120,9 @@ EMPTY_DICT = Value(Kind.PYTHON, items=())  # `{}`: what is stored into it become
 # An element of `optimizer.param_groups`: a dict of Python settings (`group["lr"]`) and the
 # parameters (`group["params"]`)
 PARAM_GROUP = Value(Kind.PYTHON, ref="<param group>")
+# A `torch.distributions` object: what its methods give (`sample()`, `log_prob(a)`) lives where
+# its parameters do (`device`)
+DISTRIBUTION = Value(Kind.OBJECT, ref="<distribution>")
 NONE = Value(Kind.NONE)
 TENSOR = Value(Kind.TENSOR)
 BOOL_TENSOR = Value(Kind.TENSOR, dtype="bool")
