@@ -294,3 +294,26 @@ def test_a_cpu_only_policy_samples_on_the_cpu():
 def test_a_policy_on_the_gpu_still_syncs_when_it_samples():
     found = _found(_POLICY_SCRIPT.replace("MOVE", ".cuda()"))
     assert {(22, "PFL227"), (24, "PFL201")} <= found
+
+
+def test_a_helper_with_a_comprehension_keeps_its_arguments_device():
+    """pytorch/examples' regression script: `make_features(x)` returns `torch.cat([x ** i for i
+    in range(1, 5)], 1)`; given a CPU tensor in a file that never mentions an accelerator,
+    it is a CPU tensor, and so is the loss computed from it."""
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        def make_features(x):
+            x = x.unsqueeze(1)
+            return torch.cat([x ** i for i in range(1, 5)], 1)
+
+        fc = torch.nn.Linear(4, 1)
+        for step in range(100):
+            batch_x = make_features(torch.randn(32)MOVE)
+            output = F.smooth_l1_loss(fc(batch_x), batch_x[:, :1])
+            loss = output.item()
+            output.backward()
+    """
+    assert not _found(source.replace("MOVE", ""))
+    assert (12, "PFL201") in _found(source.replace("MOVE", ".cuda()"))  # the GPU twin

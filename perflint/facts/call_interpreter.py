@@ -562,7 +562,7 @@ class CallInterpreter(ExpressionInterpreter):
         body walked once more per kind of arguments, leaving no trace in the records."""
         node = target.node
         cross = self.file.cross
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or target.has_loop \
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or target.has_statement_loop \
                 or cross.specializing >= _SPECIALIZE_DEPTH or node.end_lineno - node.lineno > _SPECIALIZE_LINES:
             return None
         codes = tuple(sorted((name, code_of(value)) for name, value in binding.items()

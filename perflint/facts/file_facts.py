@@ -142,7 +142,7 @@ class FileFacts:
                 continue
             target = owner or self.module
             if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                target.has_loop = True
+                target.has_loop = target.has_statement_loop = True
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 module = node.module if isinstance(node, ast.ImportFrom) else None
                 names = [module or ""] + [a.name for a in node.names]

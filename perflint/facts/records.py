@@ -89,7 +89,8 @@ class FunctionInfo:
     # chains live in their files: `perflint.hot_paths` joins them).
     hot_chain: HotChain = ()
     hot_seed: str | None = None
-    has_loop: bool = False
+    has_loop: bool = False  # a loop statement or a comprehension
+    has_statement_loop: bool = False  # a `for` / `while` statement
     # A framework calls it every iteration, as this file registers it: "ignite `Engine`
     # runs `train_step` every iteration" (see `dispatch`)
     registered_hot: str = ""
