@@ -7,6 +7,7 @@ Layout (one directory per perflint version, as ruff does):
         0.1.0/
             entries/3f/3f9c...e1          # one file per (code, settings, rules, path, content)
             index.json                    # stat -> content hash, to avoid reading files
+            projects/<hash>.json          # the last whole-project result (perflint.snapshot)
 
 *Entries* are the source of truth. An entry's name is a hash of everything that decides a
 file's diagnostics: perflint's code (version plus a hash of its sources, so a development
@@ -66,6 +67,7 @@ PRUNE_AFTER_DAYS = 30
 _DAY = 86_400
 _INDEX_FORMAT = 4  # 4: clean means no findings and nothing that crosses into other files
 _TMP_SUFFIX = ".tmp"
+PROJECTS = "projects"
 
 # An index record: dev, ino, size, mtime_ns, ctime_ns, content hash, trusted, last-seen day,
 # and the entry key when that entry is clean (most files: no entry to open for them).
@@ -125,7 +127,7 @@ def cacheable(result: FileResult) -> bool:
 
 
 def result_to_json(result: FileResult) -> dict:
-    """A file's result as plain JSON data (what an entry and a project snapshot store)."""
+    """A file's result as plain JSON data (what an entry stores)."""
     return {
         "path": result.path,
         "error": result.error,
@@ -160,6 +162,15 @@ def result_from_json(entry: dict) -> FileResult:
     )
 
 
+def keep_alive(path: Path, mtime: float) -> None:
+    """Mark a cache file in use (at most once a day), so that pruning keeps it."""
+    if mtime < time.time() - _DAY:
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     replace_file(path, data, suffix=_TMP_SUFFIX)
 
@@ -191,6 +202,7 @@ class Cache:
         self.fingerprint = fingerprint or code_fingerprint()
         self.base = directory / __version__
         self.entries = self.base / "entries"
+        self.projects = self.base / PROJECTS  # project snapshots (see perflint.snapshot)
         self.index_path = self.base / "index.json"
         self._index: dict[str, Record] | None = None
         self._updates: dict[str, Record] = {}
@@ -239,11 +251,7 @@ class Cache:
             result = result_from_json(entry)
         except Exception:  # corrupt, truncated, foreign, older format: lint again
             return None
-        if mtime < time.time() - _DAY:  # keep it from being pruned while it is used
-            try:
-                os.utime(path)
-            except OSError:
-                pass
+        keep_alive(path, mtime)
         return result
 
     def write_entry(self, key: str, result: FileResult) -> None:
@@ -370,13 +378,15 @@ class Cache:
 
 
 def prune(directory: Path, keep_version: str, now: float) -> int:
-    """Remove entries unused for PRUNE_AFTER_DAYS, temporary files left by killed runs, and
-    other versions' directories unused for as long. Returns the number removed."""
+    """Remove entries and project snapshots unused for PRUNE_AFTER_DAYS, temporary files
+    left by killed runs, and other versions' directories unused for as long. Returns the
+    number removed."""
     removed = 0
     too_old = now - PRUNE_AFTER_DAYS * _DAY
-    entries = directory / keep_version / "entries"
-    for bucket in _scandir(entries):
-        for entry in _scandir(Path(bucket.path)):
+    base = directory / keep_version
+    folders = [Path(bucket.path) for bucket in _scandir(base / "entries")] + [base / PROJECTS]
+    for folder in folders:
+        for entry in _scandir(folder):
             try:
                 mtime = entry.stat(follow_symlinks=False).st_mtime
                 stale_tmp = entry.name.endswith(_TMP_SUFFIX) and mtime < now - 3600

@@ -36,7 +36,7 @@ class MissingPath:
     reason: str
 
 
-IgnoreChain = list  # of (path prefix, spec), innermost first
+IgnoreChain = list[tuple[str, pathspec.PathSpec]]  # (path prefix, spec), innermost first
 
 
 def matches_chain(chain: IgnoreChain, full: str, is_dir: bool) -> bool:
@@ -81,7 +81,7 @@ class _GitIgnore:
         """Is `path` ignored by any .gitignore between `stop` (inclusive) and its parent?"""
         return matches_chain(self.chain(path.parent, stop), str(path), is_dir)
 
-    def chain(self, directory: Path, stop: Path) -> list[tuple[str, pathspec.PathSpec]]:
+    def chain(self, directory: Path, stop: Path) -> IgnoreChain:
         """The ignore specs that apply below `directory`, innermost first, with the path
         prefix to strip from a path below them; computed once per directory, because
         looking for `.git` at every level for every file costs a stat each."""

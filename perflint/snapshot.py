@@ -13,7 +13,8 @@ difference (a file edited, added or removed, another setting) falls back to the 
 which writes a new snapshot. It keeps only what is reported (findings, errors) and the
 seeds (`perflint fix` lints a file again with them); the facts each file gave the pass stay
 in the per-file entries. Like cache entries, it is JSON (never code) and replaced
-atomically; an unreadable or foreign one is ignored.
+atomically; an unreadable or foreign one is ignored, and one unused for 30 days is pruned
+with the entries.
 """
 
 from __future__ import annotations
@@ -21,18 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from pathlib import Path
 from typing import Sequence
 
-from .cache import PRUNE_AFTER_DAYS, Cache, cacheable
+from .cache import Cache, cacheable, keep_alive
 from .engine import FileResult
 from .fileio import replace_file
 from .files import Target
 from .types import Diagnostic
 
 _FORMAT = 1
-_DIRECTORY = "projects"
 
 
 def signature(cache: Cache, targets: Sequence[Target], displays: Sequence[str]) -> str | None:
@@ -58,7 +57,9 @@ def load(cache: Cache, targets: Sequence[Target], displays: Sequence[str]
         return None
     path = _path(cache, targets)
     try:
-        data = json.loads(path.read_bytes())
+        with open(path, "rb") as handle:
+            raw, mtime = handle.read(), os.fstat(handle.fileno()).st_mtime
+        data = json.loads(raw)
     except (OSError, ValueError):
         return None
     try:
@@ -79,7 +80,7 @@ def load(cache: Cache, targets: Sequence[Target], displays: Sequence[str]
                 hot[i] = frozenset(seeds)
     except Exception:  # corrupt, foreign, another format: run the project pass
         return None
-    _keep_alive(path)
+    keep_alive(path, mtime)
     return results, hot
 
 
@@ -105,35 +106,10 @@ def store(cache: Cache, targets: Sequence[Target], displays: Sequence[str], resu
         replace_file(path, data.encode("utf-8", "surrogatepass"), suffix=".tmp")
     except OSError:
         return  # a full disk or a read-only cache costs speed, never results
-    _prune(path.parent, keep=path)
 
 
 def _path(cache: Cache, targets: Sequence[Target]) -> Path:
     """One snapshot per working directory (displayed paths depend on it) and tree."""
     tree = os.path.commonpath([os.path.abspath(t.path) for t in targets])
     name = hashlib.blake2b(f"{os.getcwd()}\0{tree}".encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-    return cache.base / _DIRECTORY / f"{name}.json"
-
-
-def _keep_alive(path: Path) -> None:
-    """Mark a snapshot in use, at most once a day, so that pruning keeps it."""
-    try:
-        if path.stat().st_mtime < time.time() - 86_400:
-            os.utime(path)
-    except OSError:
-        pass
-
-
-def _prune(directory: Path, keep: Path) -> None:
-    """Remove snapshots of trees not checked for PRUNE_AFTER_DAYS."""
-    too_old = time.time() - PRUNE_AFTER_DAYS * 86_400
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.path != str(keep) and entry.stat(follow_symlinks=False).st_mtime < too_old:
-                os.unlink(entry.path)
-        except OSError:
-            pass
+    return cache.projects / f"{name}.json"

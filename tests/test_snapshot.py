@@ -4,6 +4,8 @@ another setting, a corrupt snapshot) falls back to the project pass."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,14 @@ def test_the_cli_twice_gives_the_same_output(project, tmp_path):
     second = CliRunner().invoke(main, ["check", "--cache-dir", cache_dir, "--output-format", "full", "."])
     assert first.exit_code == second.exit_code == 1
     assert "helpers.py:2:" in first.output and first.output == second.output
+
+
+def test_snapshots_unused_for_a_month_are_pruned_with_the_entries(project, tmp_path):
+    cache_dir = tmp_path / "cache"
+    _check(".", cache_dir=cache_dir)
+    [used] = cache_dir.glob("*/projects/*.json")
+    stale = used.with_name("0" * 32 + ".json")
+    stale.write_text("{}")
+    os.utime(stale, (1_000_000_000, 1_000_000_000))  # 2001
+    cache_module.prune(cache_dir, keep_version=cache_module.__version__, now=time.time())
+    assert used.exists() and not stale.exists()

@@ -24,7 +24,6 @@ from .project_calls import (
     MOVES_RETURNED,
     PROJECT_CLASS,
     call_signature,
-    declared_names,
     keywords_key,
     keywords_value,
     tensor_shape,
@@ -165,8 +164,7 @@ class CallInterpreter(ExpressionInterpreter):
                         self.file.cross.moves.add(param)
                     returned = returned_by(recv.origin)  # ... or a function of another file returns
                     if returned is not None:
-                        function, _, position = returned.rpartition("#")
-                        self.file.cross.bound_calls.add(f"{function}({MOVES_RETURNED}{position})")
+                        self.file.cross.bound_calls.add(f"{returned[0]}({MOVES_RETURNED}{returned[1]})")
                 return recv.with_device(device)
             if name == "items":
                 return seq_of(tuple_of((PYTHON, recv)))
@@ -428,7 +426,7 @@ class CallInterpreter(ExpressionInterpreter):
                     found = cross.fed.setdefault(node, [])
                     if origin not in found:
                         found.append(origin)
-        value = self._decoder().value(returns, passed, returned=f"{qualname}#-1")
+        value = self._decoder().value(returns, passed, returned=(qualname, -1))
         return value if value.kind is not Kind.UNKNOWN or value.ref else None
 
     def _assigns_a_loader(self) -> bool:
@@ -610,7 +608,7 @@ class CallInterpreter(ExpressionInterpreter):
                 binding[key] = value
         spread = keywords_key(target)
         if spread is not None:  # `def update(self, **meters)`: the extra keyword arguments
-            declared = declared_names(target)
+            declared = parameter_defaults(target)
             extras = [value for key, value in kwargs.items() if key is not None and key not in declared]
             if extras or None in kwargs:
                 binding[spread] = keywords_value(extras, complete=None not in kwargs)

@@ -21,6 +21,7 @@ import re
 from typing import Iterable
 
 from .environment import python_dict
+from .hot_regions import parameter_defaults
 from .records import FunctionInfo
 from .summaries import (
     NOTHING,
@@ -186,13 +187,6 @@ def keywords_key(func: FunctionInfo) -> str | None:
     return SPREAD + node.args.kwarg.arg
 
 
-def declared_names(func: FunctionInfo) -> set[str]:
-    node = func.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return set()
-    return {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
-
-
 def keywords_value(values: list[Value], complete: bool) -> Value:
     """What `**kwargs` holds for one call: a dict whose values are the extra keyword
     arguments' (`complete`: they are all known), else a dict of unknown contents."""
@@ -206,7 +200,7 @@ def _bind_foreign_keywords(func: FunctionInfo, signatures: list[str], decoder: D
     key = keywords_key(func)
     if key is None:
         return
-    declared = declared_names(func)
+    declared = parameter_defaults(func)
     for signature in signatures:
         entries = [code.partition("=") for code in (split_codes(signature) if signature else [])]
         named = [(name, code) for name, sep, code in entries if sep]

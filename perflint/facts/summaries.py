@@ -66,10 +66,9 @@ _MAX_DEPTH = 2  # tuples of tuples; deeper structures are "-"
 _LOADER_POSITIONS = (("pin_memory", 7), ("num_workers", 5), ("collate_fn", 6))
 _FOREIGN = "_perflint_foreign"  # on a `DataLoader(...)` node made up from a code
 _PARAM = "_perflint_param"  # ... that stands for a loader passed to a parameter: (function, index, name)
-# ... that stands for a loader a function of another file returns: "qualname#position" as
-# this file calls it (position -1: the whole return value)
+# ... that stands for a loader a function of another file returns: (qualname as this file
+# calls it, position in the returned tuple; -1: the whole return value)
 _RETURNED = "_perflint_returned"
-_WHOLE = "#-1"
 
 Lookup = Callable[[str, str], "Value | None"]  # (position, name) of a parameter -> what a call passes
 
@@ -272,13 +271,14 @@ def param_of(node: object) -> tuple[str, int, str] | None:
     return getattr(node, _PARAM, None)
 
 
-def returned_by(node: object) -> str | None:
-    """"qualname#position": the call of another file's function that returned this foreign
-    loader (position -1: the whole return value), as this file names the function."""
+def returned_by(node: object) -> tuple[str, int] | None:
+    """(qualname, position): the function of another file, as this file names it, whose
+    return value (at that tuple position; -1: all of it) is this foreign loader."""
     return getattr(node, _RETURNED, None)
 
 
-def _made_up_loader(facts: str, param: tuple[str, int, str] | None, returned: str | None = None) -> ast.Call:
+def _made_up_loader(facts: str, param: tuple[str, int, str] | None,
+                    returned: tuple[str, int] | None = None) -> ast.Call:
     keywords = []
     literals = {"T": True, "F": False, "N": 1, "0": 0}
     for (name, _position), char in zip(_LOADER_POSITIONS, facts):
@@ -301,7 +301,7 @@ def _made_up_loader(facts: str, param: tuple[str, int, str] | None, returned: st
 
 
 def loader_value(facts: str, memo: dict, param: tuple[str, int, str] | None = None,
-                 returned: str | None = None) -> Value:
+                 returned: tuple[str, int] | None = None) -> Value:
     """A loader built in another file: iterating it yields its batches (in host memory, as
     every DataLoader's), and both remember a made-up `DataLoader(...)` call with its facts
     (and the parameter it was passed to, or the call that returned it)."""
@@ -388,7 +388,7 @@ class Decoder:
         self.loaders: dict = {}
 
     def value(self, code: str, passed: Lookup | None = None,
-              param: tuple[str, int, str] | None = None, returned: str | None = None) -> Value:
+              param: tuple[str, int, str] | None = None, returned: tuple[str, int] | None = None) -> Value:
         """The value of `code`; `passed` gives what a call passes for a parameter (`$i:name`),
         `param`: the parameter the value is bound to, `returned`: the function (as this file
         calls it) whose return value it is (a loader remembers either)."""
@@ -416,9 +416,8 @@ class Decoder:
             return cls.instance() if cls is not None and cls.top_level else UNKNOWN
         if head == "(" and code.endswith(")"):
             items = split_codes(code[1:-1])
-            if returned is not None and returned.endswith(_WHOLE):
-                function = returned[:-len(_WHOLE)]
-                return tuple_of(tuple(self.value(c, passed, returned=f"{function}#{i}") for i, c in enumerate(items)))
+            if returned is not None and returned[1] < 0:  # the whole return value: its items
+                return tuple_of(tuple(self.value(c, passed, returned=(returned[0], i)) for i, c in enumerate(items)))
             return tuple_of(tuple(self.value(c, passed) for c in items))
         if head == "[" and code.endswith("]"):
             inner = code[1:-1]

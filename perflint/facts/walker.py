@@ -30,6 +30,7 @@ from .hot_regions import (
     is_once_test,
     is_step_loop,
     leaves_hot_region,
+    parameter_defaults,
     yields_named_batches,
 )
 from .hotness import (
@@ -173,14 +174,6 @@ class Walker(DispatchInterpreter):
             self._note_returned_loaders(value)
         self._dispatch(node)
 
-    def _is_parameter(self, name: str) -> bool:
-        node = self.func.node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-        args = node.args
-        return any(a.arg == name for a in args.posonlyargs + args.args + args.kwonlyargs) \
-            or any(a is not None and a.arg == name for a in (args.vararg, args.kwarg))
-
     def _note_returned_loaders(self, value: Value) -> None:
         """`return train_ld, test_ld` from a function whose caller in another file moves the
         batches of the first every step: that `DataLoader(...)` call feeds the GPU (its
@@ -273,7 +266,8 @@ class Walker(DispatchInterpreter):
             for value in values[1:]:
                 narrowed = join(narrowed, value)  # type: ignore[arg-type]
             name = test.args[0].id  # type: ignore[union-attr]
-            if narrowed.kind is Kind.TENSOR and self.lookup(name).kind is Kind.PYTHON and not self._is_parameter(name):
+            if narrowed.kind is Kind.TENSOR and self.lookup(name).kind is Kind.PYTHON \
+                    and name not in parameter_defaults(self.func):
                 # `for k, v in kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()` given
                 # Python values only (a parameter's may be a guess from its name: `divisor`)
                 return
