@@ -484,6 +484,46 @@ def test_normal_rewrite_differs_as_documented():
     assert not after["M"]()(torch.zeros(3, requires_grad=True), torch.ones(3)).requires_grad
 
 
+_NORMAL_SAMPLE = """
+import torch
+from torch.distributions import HalfNormal, Independent, LogNormal, Normal
+
+class Sampler(torch.nn.Module):
+    def forward(self, mu, std, shape):
+        a = Normal(mu, std, validate_args=False).sample(shape)
+        b = Independent(Normal(mu, 0.25, validate_args=False), 1).sample()
+        c = LogNormal(mu, std, validate_args=False).sample(sample_shape=shape)
+        d = HalfNormal(std, validate_args=False).sample()
+        return a, b, c, d
+"""
+
+
+def test_distribution_sample_draws_the_same_numbers_on_the_cpu():
+    source, fixed = _fix(_NORMAL_SAMPLE, "PFL223")
+    assert fixed.count(".rsample(") == 4 and fixed.count(".detach()") == 4
+    before, after = _load(source), _load(fixed)
+    gen = torch.Generator().manual_seed(6)
+    for shape, dtype in (((5, 3), torch.float32), ((7,), torch.float64), ((1,), torch.float32)):
+        mu = torch.randn(shape, generator=gen, dtype=dtype, requires_grad=True)
+        std = torch.rand(shape, generator=gen, dtype=dtype)
+        std.view(-1)[0] = 0.0  # zero scale: loc exactly
+        for sample_shape in ((), (4,), (2, 3)):
+            torch.manual_seed(13)
+            old = before["Sampler"]()(mu, std, sample_shape)
+            torch.manual_seed(13)
+            new = after["Sampler"]()(mu, std, sample_shape)
+            for o, n in zip(old, new):
+                assert _same_tensor(o, n) and not n.requires_grad
+
+
+def test_distribution_sample_rewrite_differs_as_documented():
+    source, fixed = _fix(_NORMAL_SAMPLE, "PFL223")
+    before, after = _load(source), _load(fixed)
+    negative = -torch.ones(3)  # validation off: only torch.normal's own check sees it
+    assert _raises(before["Sampler"](), torch.zeros(3), negative, ())
+    assert not _raises(after["Sampler"](), torch.zeros(3), negative, ())
+
+
 # --------------------------------------------------------------------------- PFL224
 _CLIP = """
 import torch

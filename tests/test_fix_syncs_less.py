@@ -62,6 +62,7 @@ HARNESS: dict[tuple[str, int], tuple[str, str]] = {
     ("PFL222", 1): ("", "Whiten()(torch.randn(8, 4, device=device))"),
     ("PFL223", 0): ("gen = torch.Generator()", ""),
     ("PFL223", 1): ("", "Noise()(torch.randn(4, 5, device=device))"),
+    ("PFL223", 2): ("", "GaussianPolicy(4)(torch.randn(2, 4, device=device))"),
     ("PFL224", 0): ("model = torch.nn.Linear(4, 4)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)", ""),
     ("PFL224", 1): ("model = torch.nn.Linear(4, 4)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
                     "loader = [torch.randn(4, 4, device=device)]", ""),

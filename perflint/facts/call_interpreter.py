@@ -43,6 +43,8 @@ from .summaries import (
     vague,
 )
 from .torch_api import (
+    DISTRIBUTION_WRAPPERS,
+    MODULE_SELF_METHODS,
     MODULE_STATE_CONSTRUCTORS,
     device_of_expr,
     module_method_value,
@@ -55,6 +57,7 @@ from .values import (
     DISTRIBUTION,
     MODULE,
     NDARRAY,
+    NORMAL_DISTRIBUTION,
     NONE,
     PYTHON,
     TENSOR,
@@ -62,6 +65,7 @@ from .values import (
     Kind,
     Value,
     element_of,
+    is_distribution,
     join,
     module_output,
     seq_of,
@@ -95,6 +99,18 @@ _TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_
 # What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
 # on the CPU from Python data.
 _HOST_BATCH = Value(Kind.BATCH, device="cpu")
+
+
+def _distribution(qualname: str, value: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
+    """`Categorical(probs)`: where its parameters are. A Normal samples with `torch.normal` on
+    tensors only when a parameter is one (numbers make CPU tensors); a wrapper
+    (`Independent(Normal(mu, std), 1)`) samples as the distribution it wraps."""
+    if qualname.rsplit(".", 1)[-1] in DISTRIBUTION_WRAPPERS and args and is_distribution(args[0]):
+        return args[0]
+    params = args + list(kwargs.values())
+    if value.ref == NORMAL_DISTRIBUTION.ref and not any(p.kind in (Kind.TENSOR, Kind.BATCH) for p in params):
+        value = DISTRIBUTION
+    return value.with_device(merged_device(params))
 
 
 def _tokenizer_call(node: ast.Call) -> bool:
@@ -175,7 +191,7 @@ class CallInterpreter(ExpressionInterpreter):
             if name in ("get", "pop"):
                 return recv
             return self._tensor_method(name, node, Value(Kind.TENSOR, device=recv.device))
-        if kind is Kind.OBJECT and recv.ref == DISTRIBUTION.ref:
+        if is_distribution(recv):
             return Value(Kind.TENSOR, device=recv.device)  # `m.sample()`, `m.log_prob(action)`
         if kind in (Kind.MODULE, Kind.OBJECT, Kind.CLASS):
             cls = self.file.classes.get(recv.ref) if recv.ref else None
@@ -206,6 +222,8 @@ class CallInterpreter(ExpressionInterpreter):
                         return self._seq_method(func, attr, name, args)
                     return self._call(node, attr, args, kwargs)
             if kind is Kind.MODULE:
+                if name in MODULE_SELF_METHODS:
+                    return recv  # `Agent(envs).to(device)` is still the Agent: its methods stay known
                 if name == "forward" or name in _MODEL_COMPUTE_METHODS:
                     self._mark_step()  # `model.decode(ys, memory)` runs the model too
                     return self._model_output(module_output(), args)
@@ -505,8 +523,8 @@ class CallInterpreter(ExpressionInterpreter):
                 value = Value(Kind.LOADER, elem=batch, origin=node)
             elif value.kind is Kind.DEVICE and node.args:
                 value = value.with_device(device_of_expr(node.args[0], self.qualname, self.value))
-            elif value is DISTRIBUTION:  # `Categorical(probs)`: where its parameters are
-                value = value.with_device(merged_device(args + list(kwargs.values())))
+            elif is_distribution(value):
+                value = _distribution(qualname, value, args, kwargs)
         return value
 
     def _local_function(self, name: str | None) -> FunctionInfo | None:

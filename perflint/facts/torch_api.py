@@ -14,6 +14,7 @@ from .ranks import function_result_dims, method_result_dims
 from .values import (
     DISTRIBUTION,
     MODULE_OUTPUT,
+    NORMAL_DISTRIBUTION,
     BOOL_TENSOR,
     DEVICE,
     DTYPE,
@@ -73,6 +74,12 @@ VALIDATING_DISTRIBUTIONS = {
     "RelaxedOneHotCategorical": 3, "StudentT": 3, "Poisson": 1, "Uniform": 2, "VonMises": 2,
     "Weibull": 2, "Wishart": 4,
 }
+
+
+# torch.distributions classes whose `sample()` is `torch.normal(loc, scale)` (under a transform
+# for LogNormal and HalfNormal), and the wrappers that sample as the distribution they wrap.
+NORMAL_SAMPLING = frozenset({"Normal", "LogNormal", "HalfNormal"})
+DISTRIBUTION_WRAPPERS = frozenset({"Independent", "TransformedDistribution"})
 
 
 def validating_distribution(qualname: str | None) -> str | None:
@@ -299,6 +306,8 @@ def torch_function_value(
             return Value(Kind.BATCH, elem=TENSOR)
         return Value(Kind.OBJECT)
     if sub == "distributions":
+        if name in NORMAL_SAMPLING:
+            return NORMAL_DISTRIBUTION
         if name[:1].isupper():
             return DISTRIBUTION
         return UNKNOWN

@@ -123,6 +123,16 @@ PARAM_GROUP = Value(Kind.PYTHON, ref="<param group>")
 # A `torch.distributions` object: what its methods give (`sample()`, `log_prob(a)`) lives where
 # its parameters do (`device`)
 DISTRIBUTION = Value(Kind.OBJECT, ref="<distribution>")
+# One whose `sample()` calls `torch.normal` with its tensor parameters (`Normal`, `LogNormal`,
+# `HalfNormal`, and `Independent` / `TransformedDistribution` over one): a tensor `std`, which
+# PyTorch checks on the host
+NORMAL_DISTRIBUTION = Value(Kind.OBJECT, ref="<normal distribution>")
+_DISTRIBUTION_REFS = frozenset({DISTRIBUTION.ref, NORMAL_DISTRIBUTION.ref})
+
+
+def is_distribution(value: Value) -> bool:
+    """A `torch.distributions` object (see DISTRIBUTION)."""
+    return value.kind is Kind.OBJECT and value.ref in _DISTRIBUTION_REFS
 NONE = Value(Kind.NONE)
 TENSOR = Value(Kind.TENSOR)
 BOOL_TENSOR = Value(Kind.TENSOR, dtype="bool")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
-from perflint.facts.values import Kind
+from perflint.facts.values import NORMAL_DISTRIBUTION, Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
@@ -13,13 +13,18 @@ from ._support import argument, bind_once, is_simple, only_parameters, operand_t
 class NormalWithTensorStd(Rule):
     """## What it does
     Checks for `torch.normal(mean, std)` where `std` is a tensor, in code that runs every
-    step.
+    step, and for `dist.sample()` of a `torch.distributions` `Normal` (`LogNormal`,
+    `HalfNormal`, or `Independent` over one) made from tensors.
 
     ## Why is this bad?
     PyTorch checks that every standard deviation is non-negative with
     `std.min().ge(0).item()` before sampling: a read to the host that waits for every queued
     kernel. The PyTorch docs: "When std is a CUDA tensor, this function synchronizes its
     device with the CPU." A Python-number `std` is checked on the host and does not sync.
+    `Normal.sample()` is `torch.normal(loc, scale)`, and the constructor turns a number `scale`
+    into a tensor beside `loc`, so it syncs even with `validate_args=False` (measured on an
+    H200, torch 2.11: `set_sync_debug_mode("error")` raises in `normal.py`; `rsample()` does
+    not). A Normal made only from numbers or CPU tensors samples on the CPU and is not reported.
 
     ## Example
     ```python
@@ -55,14 +60,24 @@ class NormalWithTensorStd(Rule):
     No fix is offered with `generator=`, `size`, `out=`, or when `mean` is neither a known
     tensor nor a number.
 
+    `dist.sample(shape)` becomes `dist.rsample(shape).detach()`: `rsample` draws the standard
+    normal and computes `loc + eps * scale`, the same arithmetic, so with the same generator
+    state the numbers are the same (bit-identical on the CPU, for `LogNormal`, `HalfNormal`
+    and `Independent` too), with the same shape and dtype and no gradient. It is unsafe
+    because with `validate_args=False` a negative or NaN scale no longer raises.
+
     ## References
     - [`torch.normal`](https://pytorch.org/docs/stable/generated/torch.normal.html): "When std is a CUDA tensor, this function synchronizes its device with the CPU."
+    - `Normal.sample` and `Normal.rsample` in torch/distributions/normal.py; `broadcast_all` in
+      torch/distributions/utils.py.
     """
 
     code = "PFL223"
     name = "normal-with-tensor-std"
     message = "`torch.normal` with a tensor `std` checks it on the host and waits for the GPU every step"
-    triggers = (b"normal",)
+    sample_message = ("`{call}()` calls `torch.normal` with the distribution's tensor scale, which it checks on the "
+                      "host: it waits for the GPU every step; `rsample().detach()` draws the same numbers")
+    triggers = (b"normal", b"Normal")
     fix_availability = FixAvailability.SOMETIMES
     invalid = [
         Invalid(
@@ -111,6 +126,45 @@ class NormalWithTensorStd(Rule):
             unsafe_fixes=True,
             note="an operand that is not a plain name is evaluated once",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.distributions import Independent, Normal
+
+            class GaussianPolicy(torch.nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.head = torch.nn.Linear(n, n)
+                    self.log_std = torch.nn.Parameter(torch.zeros(n))
+
+                def forward(self, obs):
+                    mu = self.head(obs)
+                    dist = Normal(mu, self.log_std.exp(), validate_args=False)
+                    action = dist.sample()
+                    noise = Independent(Normal(mu, 0.1, validate_args=False), 1).sample((2,))
+                    return action, noise, dist.log_prob(action)
+            """,
+            count=2,
+            fixed="""
+            import torch
+            from torch.distributions import Independent, Normal
+
+            class GaussianPolicy(torch.nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.head = torch.nn.Linear(n, n)
+                    self.log_std = torch.nn.Parameter(torch.zeros(n))
+
+                def forward(self, obs):
+                    mu = self.head(obs)
+                    dist = Normal(mu, self.log_std.exp(), validate_args=False)
+                    action = dist.rsample().detach()
+                    noise = Independent(Normal(mu, 0.1, validate_args=False), 1).rsample((2,)).detach()
+                    return action, noise, dist.log_prob(action)
+            """,
+            unsafe_fixes=True,
+            note="`Normal(...).sample()` is `torch.normal(loc, scale)`; a number scale becomes a tensor",
+        ),
     ]
     valid = [
         Valid(
@@ -144,6 +198,20 @@ class NormalWithTensorStd(Rule):
             """,
             note="CPU tensors",
         ),
+        Valid(
+            """
+            import torch
+            from torch.distributions import Categorical, Normal
+
+            for x, y in loader:
+                mu = model(x.cuda())
+                prior = Normal(0.0, 1.0).sample((4,))
+                host = Normal(torch.zeros(3), torch.ones(3)).sample()
+                z = Normal(mu, 0.5, validate_args=False).rsample()
+                a = Categorical(logits=mu, validate_args=False).sample()
+            """,
+            note="a Normal of numbers or CPU tensors samples on the host; rsample and Categorical do not check a std",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -164,6 +232,7 @@ class NormalWithTensorStd(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         if ctx.call_name(node) != "torch.normal":
+            self._distribution_sample(node, ctx)
             return
         mean, std = argument(node, 0, "mean"), argument(node, 1, "std")
         if std is None:
@@ -172,6 +241,26 @@ class NormalWithTensorStd(Rule):
         if value.kind not in (Kind.TENSOR, Kind.BATCH) or value.on_cpu:
             return
         ctx.report(node, fix=self._fix(node, ctx, mean, std))
+
+    def _distribution_sample(self, node: ast.Call, ctx: RuleContext) -> None:
+        """`dist.sample()` of a Normal made from tensors: `torch.normal(loc, scale)` inside."""
+        func = node.func
+        if not isinstance(func, ast.Attribute) or func.attr != "sample":
+            return
+        if not only_parameters(node, {"sample_shape": 0}):
+            return
+        value = ctx.value(func.value)
+        if value.kind is not Kind.OBJECT or value.ref != NORMAL_DISTRIBUTION.ref or value.on_cpu:
+            return
+        end = ctx.offsets(func)[1]
+        fix = ctx.fix(
+            Applicability.UNSAFE,
+            "Sample with `rsample().detach()` (no std >= 0 check)",
+            [(end - len("sample"), end, "rsample"), ctx.insert_at(ctx.offsets(node)[1], ".detach()")],
+        )
+        receiver = func.value
+        call = f"{ctx.text(receiver.func)}(...).sample" if isinstance(receiver, ast.Call) else ctx.text(func)
+        ctx.report(node, self.sample_message, fix=fix, call=call)
 
     def _fix(self, node: ast.Call, ctx: RuleContext, mean: ast.expr | None, std: ast.expr):
         if mean is None or not only_parameters(node, {"mean": 0, "std": 1}):
