@@ -103,3 +103,39 @@ def test_sampling_what_never_calls_torch_normal_on_device_tensors_is_not():
                  "torch.distributions.Categorical(logits=mu, validate_args=False)",
                  "torch.distributions.Uniform(mu, mu + 1, validate_args=False)"):
         assert (15, "PFL223") not in _found(_POLICY.format(dist=dist)), dist
+
+
+_ROLLOUT = """
+    import numpy as np
+    import torch
+
+    device = torch.device("cuda")
+    model = torch.nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    next_obs = {first}
+    for step in range(1000):
+        with torch.no_grad():
+            action = model(next_obs).argmax(-1)
+        obs = env_step(action.cpu().numpy())
+        next_obs = {convert}
+        loss = model(next_obs).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_legacy_constructor_of_environment_data_moved_every_step_is_reported():
+    """cleanrl: `next_obs = torch.Tensor(next_obs).to(device)` after every environment step:
+    the legacy constructor builds on the host, whatever it is given (NumPy data here)."""
+    for convert in ("torch.Tensor(obs).to(device)", "torch.FloatTensor(obs).cuda()"):
+        found = _found(_ROLLOUT.format(first="torch.zeros(8, 4, device=device)", convert=convert))
+        assert (12, "PFL101") in found, convert
+
+
+def test_a_legacy_constructor_moved_once_or_of_a_device_tensor_is_not():
+    once = _found(_ROLLOUT.format(first="torch.Tensor(np.zeros((8, 4))).to(device)", convert="next_obs + 1"))
+    assert not any(code == "PFL101" for _, code in once)
+    on_device = _found(_ROLLOUT.format(first="torch.zeros(8, 4, device=device)",
+                                       convert="torch.Tensor(next_obs * 2).to(device)"))
+    assert (12, "PFL101") not in on_device

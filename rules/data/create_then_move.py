@@ -124,7 +124,9 @@ class CreateThenMove(Rule):
     code that runs every step. It also checks for Python data (a list built this step, a
     `list[float]` argument) turned into a tensor on the device with
     `torch.tensor(data, device=...)` or `torch.as_tensor(data, device=...)`, and for legacy
-    constructors (`torch.Tensor([w, h]).to(device)`). Constant data is PFL106's. Factories
+    constructors, which always build on the host (`torch.Tensor([w, h]).to(device)`,
+    `torch.Tensor(next_obs).to(device)` of an environment's NumPy observation; not of a tensor
+    that may be on the device). Constant data is PFL106's. Factories
     joined, scaled or passed through an elementwise function before the move
     (`torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`,
     `torch.exp(-c * torch.arange(half) / half).to(t.device)`) are reported too, with no fix.
@@ -523,9 +525,11 @@ class CreateThenMove(Rule):
             return  # `torch.tensor([]).to(device)`: an empty copy returns at once
         if factory in _SIZED and _has_zero_size(inner):
             return  # `torch.empty(0).to(tokens)`: so does the copy of no elements
-        if factory in LEGACY_CONSTRUCTORS and inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)):
-            # `torch.Tensor([w, h, w, h]).to(device)`: no fix (a legacy constructor reads a
-            # size from an int argument, and its dtype is the default one)
+        if factory in LEGACY_CONSTRUCTORS and inner.args and not isinstance(inner.args[0], ast.Starred) \
+                and not self._maybe_device_tensor(inner.args[0], ctx):
+            # `torch.Tensor([w, h, w, h]).to(device)`, `torch.Tensor(next_obs).to(device)`
+            # (NumPy data from an environment): no fix (a legacy constructor reads a size from
+            # an int argument, and its dtype is the default one)
             ctx.report(node, self.host_data_message, factory=ctx.text(inner.func))
             return
         if factory not in _FACTORIES or keyword(inner, "out") is not None:
@@ -559,6 +563,11 @@ class CreateThenMove(Rule):
                 and isinstance(node.args[0], (ast.List, ast.Tuple)) and node.args[0].elts:
             return all(self._cpu_factory(e, ctx) for e in node.args[0].elts)
         return False
+
+    @staticmethod
+    def _maybe_device_tensor(node: ast.expr, ctx: RuleContext) -> bool:
+        value = ctx.value(node)
+        return value.kind in (Kind.TENSOR, Kind.BATCH) and not value.on_cpu
 
     @staticmethod
     def _cpu_factory(node: ast.expr, ctx: RuleContext) -> bool:
