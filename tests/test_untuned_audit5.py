@@ -139,3 +139,47 @@ def test_a_legacy_constructor_moved_once_or_of_a_device_tensor_is_not():
     on_device = _found(_ROLLOUT.format(first="torch.zeros(8, 4, device=device)",
                                        convert="torch.Tensor(next_obs * 2).to(device)"))
     assert (12, "PFL101") not in on_device
+
+
+_CPU_POLICY = """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.distributions import Normal
+
+
+    class PPO(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(3, 128)
+            self.fc_mu = nn.Linear(128, 1)
+            self.fc_std = nn.Linear(128, 1)
+
+        def pi(self, x):
+            x = F.relu(self.fc1(x))
+            return 2.0 * torch.tanh(self.fc_mu(x)), F.softplus(self.fc_std(x))
+
+
+    model = PPO(){move_model}
+    optimizer = torch.optim.Adam(model.parameters())
+    for episode in range(10000):
+        s = np.zeros(3, dtype=np.float32)
+        for t in range(20):
+            mu, std = model.pi(torch.from_numpy(s).float(){move_input})
+            log_prob = Normal(mu, std, validate_args=False).sample()
+            loss = -log_prob.sum() + mu.pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(loss.item())
+"""
+
+
+def test_a_method_returning_a_tuple_of_what_a_cpu_input_gives_stays_on_the_cpu():
+    """minimalRL's PPO: `mu, std = model.pi(torch.from_numpy(s).float())` in a file that
+    never mentions an accelerator returns CPU tensors; sampling and `.item()` wait for no GPU.
+    The twin moves the model and its input to the GPU."""
+    assert not _found(_CPU_POLICY.format(move_model="", move_input=""))
+    on_gpu = _found(_CPU_POLICY.format(move_model='.to("cuda")', move_input='.to("cuda")'))
+    assert {(26, "PFL223"), (31, "PFL201")} <= on_gpu

@@ -656,10 +656,19 @@ _MODULE_GETTER = re.compile(r"_*(?:unwrap|wrap|get|build|create|make|load|save|p
 
 
 def _device_from_arguments(result: Value, binding: dict[str, Value]) -> bool:
-    """A tensor of no known device from a call given host tensors (`get_nbs(1, m, w)` of CPU
-    tensors): the function's body, walked with them, may say it stays on the host."""
-    return result.kind is Kind.TENSOR and result.device is None and any(
+    """A tensor of no known device, or a tuple holding one, from a call given host tensors
+    (`get_nbs(1, m, w)`, `mu, std = model.pi(torch.from_numpy(s))` of CPU tensors): the
+    function's body, walked with them, may say it stays on the host."""
+    return _deviceless_tensor(result) and any(
         value.kind in (Kind.TENSOR, Kind.BATCH) and value.on_cpu for value in binding.values())
+
+
+def _deviceless_tensor(value: Value) -> bool:
+    if value.kind is Kind.TENSOR:
+        return value.device is None
+    if value.kind is Kind.SEQ and value.items is not None:
+        return any(item.kind is Kind.TENSOR and item.device is None for item in value.items)
+    return False
 
 
 def _binds(value: Value) -> bool:
