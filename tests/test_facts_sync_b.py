@@ -13,7 +13,8 @@ from perflint.api import check_source
 from perflint.facts.analysis import FileAnalysis
 from perflint.facts.context import RuleContext
 from perflint.facts.hints import hint_for_name
-from perflint.facts.torch_api import EVENT, STREAM, is_stream_or_event, validating_distribution
+from perflint.facts.distributions import validating_distribution
+from perflint.facts.torch_api import EVENT, STREAM, is_stream_or_event
 from perflint.rewrite import add_keyword, remove_keyword, rewrite_expression
 from perflint.source import SourceFile
 
@@ -138,7 +139,7 @@ def test_validating_distribution_table_matches_torch():
 
     D = pytest.importorskip("torch.distributions")
 
-    from perflint.facts.torch_api import VALIDATING_DISTRIBUTIONS
+    from perflint.facts.distributions import VALIDATING_DISTRIBUTIONS
 
     wrappers = {"Distribution", "ExponentialFamily", "Independent", "MixtureSameFamily",
                 "TransformedDistribution"}

@@ -183,3 +183,101 @@ def test_a_method_returning_a_tuple_of_what_a_cpu_input_gives_stays_on_the_cpu()
     assert not _found(_CPU_POLICY.format(move_model="", move_input=""))
     on_gpu = _found(_CPU_POLICY.format(move_model='.to("cuda")', move_input='.to("cuda")'))
     assert {(26, "PFL223"), (31, "PFL201")} <= on_gpu
+
+
+_NUMPY_STEP = """
+    import numpy as np
+    import torch
+
+    device = torch.device("cuda")
+    model = torch.nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    table = np.linspace(0, 1, 1000)
+    {before}
+    for step in range(100):
+        idx_np = np.random.choice(1000, size=(8,))
+        {line}
+        loss = model(torch.randn(8, 4, device=device)).sum() * w.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_numpy_data_copied_to_the_device_every_step_is_reported():
+    """guided-diffusion's timestep sampler (`th.from_numpy(indices_np).long().to(device)`)
+    and its table lookup (`th.from_numpy(arr).to(device=t.device)[t]`), stable-baselines3's
+    `th.as_tensor(obs, device=device)` of a NumPy observation: blocking copies from pageable
+    memory every step."""
+    for line in ("w = torch.from_numpy(idx_np).long().to(device)",
+                 "w = torch.from_numpy(table).to(device=device)[torch.zeros(8, dtype=torch.long, device=device)]",
+                 "w = torch.as_tensor(idx_np, device=device)",
+                 "w = torch.tensor(np.random.rand(8), device=device)"):
+        found = _found(_NUMPY_STEP.format(before="", line=line))
+        assert (11, "PFL101") in found, line
+
+
+def test_numpy_data_copied_once_or_kept_on_the_host_is_not():
+    once = _found(_NUMPY_STEP.format(before="w = torch.from_numpy(table).to(device)", line="pass"))
+    assert not any(code == "PFL101" for _, code in once)
+    host = _found(_NUMPY_STEP.format(before="", line="w = torch.from_numpy(idx_np).long()"))
+    assert not any(code == "PFL101" for _, code in host)
+
+
+_CONTRASTIVE = """
+    import torch
+    import torch.nn as nn
+
+
+    class MoCo(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base = nn.Linear(4, 4)
+
+        def forward(self, q, k):
+            logits = self.base(q) @ self.base(k).T
+            n = logits.shape[0]
+            labels = {labels}
+            return nn.functional.cross_entropy(logits, labels)
+"""
+
+
+def test_a_factory_offset_by_the_rank_then_moved_is_reported():
+    """moco-v3: `(torch.arange(N, dtype=torch.long) + N * torch.distributed.get_rank()).cuda()`
+    every step; the rank is a Python number."""
+    found = _found(_CONTRASTIVE.format(
+        labels="(torch.arange(n, dtype=torch.long) + n * torch.distributed.get_rank()).cuda()"))
+    assert (13, "PFL101") in found
+    twin = _found(_CONTRASTIVE.format(
+        labels="torch.arange(n, dtype=torch.long, device=logits.device) + n * torch.distributed.get_rank()"))
+    assert (13, "PFL101") not in twin
+
+
+_DDP_STEP = """
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader
+
+
+    def main():
+        dist.init_process_group("nccl")
+        rank = dist.get_rank()
+        device = {device}
+        model = Net().to(device)
+        optimizer = torch.optim.AdamW(model.parameters())
+        loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True)
+        for x, y in loader:
+            x = x.to(device)
+            loss = model(x, y).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_device_index_computed_from_the_rank_is_a_device():
+    """DiT: `device = rank % torch.cuda.device_count()` (a Python int, now that the rank is
+    known to be one) and `x.to(device)` of a pinned batch: still a blocking batch copy."""
+    for device in ("rank % torch.cuda.device_count()", "dist.get_rank()", '"cuda"'):
+        assert (14, "PFL105") in _found(_DDP_STEP.format(device=device)), device
+    assert (14, "PFL105") not in _found(_DDP_STEP.format(device='"cpu"'))

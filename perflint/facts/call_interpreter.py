@@ -13,6 +13,7 @@ import re
 from dataclasses import replace
 
 from .calls import external_call_value, may_be_project_function
+from .distributions import DISTRIBUTION_WRAPPERS
 from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
@@ -43,7 +44,6 @@ from .summaries import (
     vague,
 )
 from .torch_api import (
-    DISTRIBUTION_WRAPPERS,
     MODULE_SELF_METHODS,
     MODULE_STATE_CONSTRUCTORS,
     device_of_expr,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from . import amp
+from .distributions import NORMAL_SAMPLING
 from .ranks import function_result_dims, method_result_dims
 from .values import (
     DISTRIBUTION,
@@ -60,37 +61,11 @@ def is_stream_or_event(value: Value) -> bool:
     return value.kind is Kind.OBJECT and value.ref in (STREAM.ref, EVENT.ref)
 
 
-# torch.distributions classes whose constructor validates its tensor parameters when
-# `validate_args` is on (the default): class -> position of `validate_args` (torch 2.13).
-# Independent, MixtureSameFamily and TransformedDistribution check no tensor values.
-VALIDATING_DISTRIBUTIONS = {
-    "Bernoulli": 2, "Beta": 2, "Binomial": 3, "Categorical": 2, "Cauchy": 2, "Chi2": 1,
-    "ContinuousBernoulli": 3, "Dirichlet": 1, "Exponential": 1, "FisherSnedecor": 2,
-    "Gamma": 2, "GeneralizedPareto": 3, "Geometric": 2, "Gumbel": 2, "HalfCauchy": 1,
-    "HalfNormal": 1, "InverseGamma": 2, "Kumaraswamy": 2, "LKJCholesky": 2, "Laplace": 2,
-    "LogNormal": 2, "LogisticNormal": 2, "LowRankMultivariateNormal": 3, "Multinomial": 3,
-    "MultivariateNormal": 4, "NegativeBinomial": 3, "Normal": 2, "OneHotCategorical": 2,
-    "OneHotCategoricalStraightThrough": 2, "Pareto": 2, "RelaxedBernoulli": 3,
-    "RelaxedOneHotCategorical": 3, "StudentT": 3, "Poisson": 1, "Uniform": 2, "VonMises": 2,
-    "Weibull": 2, "Wishart": 4,
-}
-
-
-# torch.distributions classes whose `sample()` is `torch.normal(loc, scale)` (under a transform
-# for LogNormal and HalfNormal), and the wrappers that sample as the distribution they wrap.
-NORMAL_SAMPLING = frozenset({"Normal", "LogNormal", "HalfNormal"})
-DISTRIBUTION_WRAPPERS = frozenset({"Independent", "TransformedDistribution"})
-
-
-def validating_distribution(qualname: str | None) -> str | None:
-    """`torch.distributions[.<module>].Normal` -> "Normal" for classes that validate."""
-    if not qualname or not qualname.startswith("torch.distributions."):
-        return None
-    parts = qualname.split(".")
-    if len(parts) not in (3, 4):
-        return None
-    name = parts[-1]
-    return name if name in VALIDATING_DISTRIBUTIONS else None
+# torch.distributed calls that answer with a Python value (the others take or give tensors,
+# work handles, groups)
+_DISTRIBUTED_QUERIES = frozenset({"get_rank", "get_world_size", "is_initialized", "is_available", "get_backend",
+                                  "is_nccl_available", "get_global_rank", "get_node_local_rank",
+                                  "is_torchelastic_launched"})
 
 
 DTYPE_CLASS = {
@@ -328,7 +303,9 @@ def torch_function_value(
             # the device source of device-generic code (None without one: code that moves
             # tensors to it is written for an accelerator)
             return Value(Kind.DEVICE, device="accel")
-        return PYTHON if sub != "distributed" else UNKNOWN
+        if sub == "distributed":
+            return PYTHON if name in _DISTRIBUTED_QUERIES else UNKNOWN
+        return PYTHON
     if name in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor",
                 "DoubleTensor", "HalfTensor", "ByteTensor", "BFloat16Tensor"):
         return TENSOR
@@ -594,6 +571,8 @@ def device_of_expr(node: ast.expr | None, resolve, value_of) -> str | None:
         return value.device
     if value.kind is Kind.TENSOR:  # .to(other_tensor)
         return value.device
+    if value.kind is Kind.PYTHON:  # a device index or name (`rank % torch.cuda.device_count()`)
+        return "accel"
     return None
 
 

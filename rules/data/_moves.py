@@ -87,6 +87,8 @@ def device_target(node: ast.expr, ctx: RuleContext) -> str | None:
     value = ctx.value(node)
     if value.kind is Kind.DEVICE:
         return value.device or "unknown"
+    if value.kind is Kind.PYTHON and value.ref is None:
+        return "unknown"  # a device index or name the program computed (`rank % torch.cuda.device_count()`)
     return None
 
 

@@ -123,7 +123,9 @@ class CreateThenMove(Rule):
     moved with `.cuda()`, `.to(device)`, `.to(other_tensor)` or `.type_as(other_tensor)`, in
     code that runs every step. It also checks for Python data (a list built this step, a
     `list[float]` argument) turned into a tensor on the device with
-    `torch.tensor(data, device=...)` or `torch.as_tensor(data, device=...)`, and for legacy
+    `torch.tensor(data, device=...)` or `torch.as_tensor(data, device=...)` (a NumPy array
+    too), for NumPy data known to be computed on the host moved with
+    `torch.from_numpy(a).to(device)` (an array of unknown origin may be the batch), and for legacy
     constructors, which always build on the host (`torch.Tensor([w, h]).to(device)`,
     `torch.Tensor(next_obs).to(device)` of an environment's NumPy observation; not of a tensor
     that may be on the device). Constant data is PFL106's. Factories
@@ -453,7 +455,7 @@ class CreateThenMove(Rule):
                 e = torch.from_numpy(arr).to(device)
                 f = torch.zeros(3).to(memory_format=torch.channels_last)
             """,
-            note="already on the device, dtype-only casts, CPU targets, batches, from_numpy",
+            note="already on the device, dtype-only casts, CPU targets, batches, from_numpy of an array of unknown origin",
         ),
         Valid(
             """
@@ -521,6 +523,13 @@ class CreateThenMove(Rule):
         if not qualname or not qualname.startswith("torch.") or qualname.count(".") != 1:
             return
         factory = qualname[6:]
+        if factory == "from_numpy" and inner.args and ctx.value(inner.args[0]).kind is Kind.NDARRAY \
+                and ctx.value(move.receiver).on_cpu:
+            # `torch.from_numpy(np.random.choice(...)).long().to(device)`: NumPy data known to be
+            # computed on the host, copied from pageable memory every step (no fix: where it
+            # should be made depends on the code). An array of unknown origin may be the batch.
+            ctx.report(node, self.host_data_message, factory=ctx.text(inner.func))
+            return
         if inner.args and isinstance(inner.args[0], (ast.List, ast.Tuple)) and not inner.args[0].elts:
             return  # `torch.tensor([]).to(device)`: an empty copy returns at once
         if factory in _SIZED and _has_zero_size(inner):
@@ -590,7 +599,7 @@ class CreateThenMove(Rule):
         if _literal_data(data):
             return
         value = ctx.value(data)
-        python_data = value.kind is Kind.PYTHON or (
+        python_data = value.kind in (Kind.PYTHON, Kind.NDARRAY) or (
             value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.PYTHON)
         if python_data or isinstance(data, (ast.List, ast.Tuple, ast.ListComp)) and value.kind is not Kind.TENSOR:
             if isinstance(data, (ast.List, ast.Tuple)) and any(ctx.value(e).kind is not Kind.PYTHON for e in data.elts):

@@ -4,7 +4,7 @@ import ast
 import re
 
 from perflint.facts.context import RuleContext
-from perflint.facts.torch_api import VALIDATING_DISTRIBUTIONS, validating_distribution
+from perflint.facts.distributions import VALIDATING_DISTRIBUTIONS, validating_distribution
 from perflint.rewrite import RewriteError, add_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
