@@ -281,3 +281,27 @@ def test_a_device_index_computed_from_the_rank_is_a_device():
     for device in ("rank % torch.cuda.device_count()", "dist.get_rank()", '"cuda"'):
         assert (14, "PFL105") in _found(_DDP_STEP.format(device=device)), device
     assert (14, "PFL105") not in _found(_DDP_STEP.format(device='"cpu"'))
+
+
+def test_a_python_value_named_like_a_dtype_is_not_a_device():
+    """transformers' MoE routers: `self.dtype = getattr(torch, config.router_dtype)`, then
+    `self.classifier = self.classifier.to(self.dtype)` every step is a cast, not a move."""
+    source = """
+        import torch
+        import torch.nn as nn
+
+
+        class Router(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.classifier = nn.Linear(4, 4)
+                self.dtype = getattr(torch, config.router_dtype)
+
+            def forward(self, x):
+                self.classifier = self.classifier.to(self.dtype)
+                {extra}
+                return self.classifier(x)
+    """
+    assert not any(code == "PFL107" for _, code in _found(source.format(extra="")))
+    moved = _found(source.format(extra="self.classifier = self.classifier.to(torch.distributed.get_rank())"))
+    assert (13, "PFL107") in moved

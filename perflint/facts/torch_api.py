@@ -8,6 +8,7 @@ masks matter for indexing rules) and whether the result is 0-dim (for index / si
 from __future__ import annotations
 
 import ast
+import re
 
 from . import amp
 from .distributions import NORMAL_SAMPLING
@@ -512,6 +513,7 @@ def ndarray_method_value(name: str) -> Value:
 
 
 __all__ = [
+    "names_a_device",
     "DTYPE_CLASS",
     "DTYPE",
     "keyword",
@@ -571,9 +573,21 @@ def device_of_expr(node: ast.expr | None, resolve, value_of) -> str | None:
         return value.device
     if value.kind is Kind.TENSOR:  # .to(other_tensor)
         return value.device
-    if value.kind is Kind.PYTHON:  # a device index or name (`rank % torch.cuda.device_count()`)
-        return "accel"
+    if value.kind is Kind.PYTHON and names_a_device(node):
+        return "accel"  # a device index or name (`device = rank % torch.cuda.device_count()`)
     return None
+
+
+_DEVICE_WORD = re.compile(r"device|rank|gpu|cuda", re.IGNORECASE)
+
+
+def names_a_device(node: ast.expr) -> bool:
+    """`device`, `self.local_rank`, `args.gpu`: a name that says it holds a device or its index
+    (a Python value passed to `.to()` may also be a dtype: `self.dtype = getattr(torch, name)`)."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return bool(_DEVICE_WORD.search(name))
 
 
 # Parameters and buffers move with their module (`model.to(device)`), so where the tensor

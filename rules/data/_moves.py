@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass
 
 from perflint.facts.context import RuleContext
-from perflint.facts.torch_api import classify_device, is_dtype_expr
+from perflint.facts.torch_api import classify_device, is_dtype_expr, names_a_device
 from perflint.facts.values import Kind
 
 # `t.half()` and friends: the dtype each cast method gives.
@@ -87,7 +87,7 @@ def device_target(node: ast.expr, ctx: RuleContext) -> str | None:
     value = ctx.value(node)
     if value.kind is Kind.DEVICE:
         return value.device or "unknown"
-    if value.kind is Kind.PYTHON and value.ref is None:
+    if value.kind is Kind.PYTHON and value.ref is None and names_a_device(node):
         return "unknown"  # a device index or name the program computed (`rank % torch.cuda.device_count()`)
     return None
 
