@@ -305,3 +305,49 @@ def test_a_python_value_named_like_a_dtype_is_not_a_device():
     assert not any(code == "PFL107" for _, code in _found(source.format(extra="")))
     moved = _found(source.format(extra="self.classifier = self.classifier.to(torch.distributed.get_rank())"))
     assert (13, "PFL107") in moved
+
+
+_REPLAY = """
+    import numpy as np
+    import torch
+    from torch.optim import Adam
+
+
+    class ReplayBuffer:
+        def __init__(self, size):
+            self.obs_buf = np.zeros((size, 3), dtype=np.float32)
+            self.rew_buf = np.zeros(size, dtype=np.float32)
+
+        def sample_batch(self, batch_size=32):
+            idxs = np.random.randint(0, 10, size=batch_size)
+            batch = dict(obs=self.obs_buf[idxs], rew=self.rew_buf[idxs])
+            return {{k: torch.as_tensor(v, dtype=torch.float32{device}) for k, v in batch.items()}}
+
+
+    def sac(actor_critic, steps=1000):
+        ac = actor_critic()
+        q_optimizer = Adam(ac.q1.parameters(), lr=1e-3)
+        replay_buffer = ReplayBuffer(1000)
+
+        def compute_loss_q(data):
+            o, r = data["obs"], data["rew"]
+            return ((ac.q1(o) - r) ** 2).mean()
+
+        def update(data):
+            q_optimizer.zero_grad()
+            loss_q = compute_loss_q(data)
+            loss_q.backward()
+            q_optimizer.step()
+            print(loss_q.item())
+
+        for t in range(steps):
+            update(data=replay_buffer.sample_batch(32))
+"""
+
+
+def test_a_dict_of_host_tensors_passed_to_a_small_helper_keeps_its_device():
+    """spinningup's SAC: the replay buffer's batch is a dict of `torch.as_tensor(v)` (CPU
+    tensors); the loss a nested helper computes from it stays on the CPU. The twin builds the
+    batch on the GPU."""
+    assert (31, "PFL201") not in _found(_REPLAY.format(device=""))
+    assert (31, "PFL201") in _found(_REPLAY.format(device=', device="cuda"'))

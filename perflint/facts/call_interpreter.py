@@ -581,8 +581,8 @@ class CallInterpreter(ExpressionInterpreter):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or target.has_statement_loop \
                 or cross.specializing >= _SPECIALIZE_DEPTH or node.end_lineno - node.lineno > _SPECIALIZE_LINES:
             return None
-        codes = tuple(sorted((name, code_of(value)) for name, value in binding.items()
-                             if value.kind in (Kind.TENSOR, Kind.BATCH)))
+        codes = tuple(sorted((name, _specializing_code(value)) for name, value in binding.items()
+                             if _specializes(value)))
         if not codes:
             return None  # nothing the summary did not know
         key = (id(target), codes)
@@ -597,7 +597,7 @@ class CallInterpreter(ExpressionInterpreter):
         shadow.summary_state = 2
         walker = type(self)(self.file, shadow, SUMMARY)
         # the arguments the key names; the others as the summary has them
-        walker.specialized = {name: value for name, value in binding.items() if value.kind in (Kind.TENSOR, Kind.BATCH)}
+        walker.specialized = {name: value for name, value in binding.items() if _specializes(value)}
         walker.silent = 1
         cross.specializing += 1
         try:
@@ -659,8 +659,26 @@ def _device_from_arguments(result: Value, binding: dict[str, Value]) -> bool:
     """A tensor of no known device, or a tuple holding one, from a call given host tensors
     (`get_nbs(1, m, w)`, `mu, std = model.pi(torch.from_numpy(s))` of CPU tensors): the
     function's body, walked with them, may say it stays on the host."""
-    return _deviceless_tensor(result) and any(
-        value.kind in (Kind.TENSOR, Kind.BATCH) and value.on_cpu for value in binding.values())
+    return _deviceless_tensor(result) and any(_host_tensors(value) for value in binding.values())
+
+
+def _host_tensors(value: Value) -> bool:
+    """A CPU tensor or batch, or a dict or list of them (`{k: torch.as_tensor(v) ...}`)."""
+    if value.kind in (Kind.PYTHON, Kind.SEQ) and value.elem is not None:
+        value = value.elem
+    return value.kind in (Kind.TENSOR, Kind.BATCH) and value.on_cpu
+
+
+def _specializes(value: Value) -> bool:
+    """An argument worth walking a small function again for: a tensor, or a dict or list of
+    host tensors (a replay buffer's batch)."""
+    return value.kind in (Kind.TENSOR, Kind.BATCH) or (value.kind in (Kind.PYTHON, Kind.SEQ) and _host_tensors(value))
+
+
+def _specializing_code(value: Value) -> str:
+    if value.kind in (Kind.PYTHON, Kind.SEQ):
+        return "{" + code_of(value.elem) + "}"  # type: ignore[arg-type]
+    return code_of(value)
 
 
 def _deviceless_tensor(value: Value) -> bool:
