@@ -128,11 +128,6 @@ DISTRIBUTION = Value(Kind.OBJECT, ref="<distribution>")
 # PyTorch checks on the host
 NORMAL_DISTRIBUTION = Value(Kind.OBJECT, ref="<normal distribution>")
 _DISTRIBUTION_REFS = frozenset({DISTRIBUTION.ref, NORMAL_DISTRIBUTION.ref})
-
-
-def is_distribution(value: Value) -> bool:
-    """A `torch.distributions` object (see DISTRIBUTION)."""
-    return value.kind is Kind.OBJECT and value.ref in _DISTRIBUTION_REFS
 NONE = Value(Kind.NONE)
 TENSOR = Value(Kind.TENSOR)
 BOOL_TENSOR = Value(Kind.TENSOR, dtype="bool")
@@ -141,6 +136,11 @@ FLOAT_TENSOR = Value(Kind.TENSOR, dtype="float")
 SCALAR_TENSOR = Value(Kind.TENSOR, zero_dim=True)
 MODULE = Value(Kind.MODULE)
 LOSS_MODULE = Value(Kind.MODULE, loss=True)
+
+
+def is_distribution(value: Value) -> bool:
+    """A `torch.distributions` object (see DISTRIBUTION)."""
+    return value.kind is Kind.OBJECT and value.ref in _DISTRIBUTION_REFS
 
 
 def module_output(loss: bool = False) -> Value:

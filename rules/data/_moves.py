@@ -92,7 +92,7 @@ def device_target(node: ast.expr, ctx: RuleContext) -> str | None:
     return None
 
 
-def _maybe_accel_tensor(node: ast.expr, ctx: RuleContext) -> bool:
+def maybe_accel_tensor(node: ast.expr, ctx: RuleContext) -> bool:
     value = ctx.value(node)
     return value.kind in (Kind.TENSOR, Kind.BATCH) and not value.on_cpu
 
@@ -128,7 +128,7 @@ def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
         if len(args) != 1 or call.keywords:
             return None
         other = args[0]
-        if not _maybe_accel_tensor(other, ctx):
+        if not maybe_accel_tensor(other, ctx):
             return None
         pure = is_pure(other)
         text = ctx.text(other)
@@ -154,7 +154,7 @@ def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
             non_blocking = args[2] if len(args) > 2 else None
             copy = args[3] if len(args) > 3 else None
         elif ctx.value(first).kind in (Kind.TENSOR, Kind.BATCH):
-            if not _maybe_accel_tensor(first, ctx):
+            if not maybe_accel_tensor(first, ctx):
                 return None
             pure, to_other = is_pure(first), True
             text = ctx.text(first)

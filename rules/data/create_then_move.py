@@ -11,7 +11,7 @@ from perflint.types import Applicability, FixAvailability
 from perflint.facts.torch_api import LEGACY_CONSTRUCTORS
 from perflint.facts.values import Kind
 
-from ._moves import cast_dtype, device_move, device_target, has_star, is_false, keyword, parent_map
+from ._moves import cast_dtype, device_move, device_target, has_star, is_false, keyword, maybe_accel_tensor, parent_map
 
 # Factories whose values every dtype represents exactly (0, 1, or uninitialized) and that
 # accept every dtype: a cast after them can be folded into `dtype=` without changing a bit.
@@ -535,7 +535,7 @@ class CreateThenMove(Rule):
         if factory in _SIZED and _has_zero_size(inner):
             return  # `torch.empty(0).to(tokens)`: so does the copy of no elements
         if factory in LEGACY_CONSTRUCTORS and inner.args and not isinstance(inner.args[0], ast.Starred) \
-                and not self._maybe_device_tensor(inner.args[0], ctx):
+                and not maybe_accel_tensor(inner.args[0], ctx):
             # `torch.Tensor([w, h, w, h]).to(device)`, `torch.Tensor(next_obs).to(device)`
             # (NumPy data from an environment): no fix (a legacy constructor reads a size from
             # an int argument, and its dtype is the default one)
@@ -572,11 +572,6 @@ class CreateThenMove(Rule):
                 and isinstance(node.args[0], (ast.List, ast.Tuple)) and node.args[0].elts:
             return all(self._cpu_factory(e, ctx) for e in node.args[0].elts)
         return False
-
-    @staticmethod
-    def _maybe_device_tensor(node: ast.expr, ctx: RuleContext) -> bool:
-        value = ctx.value(node)
-        return value.kind in (Kind.TENSOR, Kind.BATCH) and not value.on_cpu
 
     @staticmethod
     def _cpu_factory(node: ast.expr, ctx: RuleContext) -> bool:
