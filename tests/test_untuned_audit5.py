@@ -351,3 +351,29 @@ def test_a_dict_of_host_tensors_passed_to_a_small_helper_keeps_its_device():
     batch on the GPU."""
     assert (31, "PFL201") not in _found(_REPLAY.format(device=""))
     assert (31, "PFL201") in _found(_REPLAY.format(device=', device="cuda"'))
+
+
+_DEPTH_TEST = """
+    import torch
+    import torch.nn as nn
+
+
+    class Depther(nn.Module):
+        def inference(self, img, {meta}, rescale):
+            depth_pred = self.backbone(img)
+            flip = {meta}[0]["flip"]
+            if flip:
+                depth_pred = depth_pred.flip(dims=(3,))
+            return depth_pred
+
+        def forward(self, img, {meta}):
+            return self.inference(img, {meta}, True)
+"""
+
+
+def test_metadata_parameters_are_python_values():
+    """dinov2's depth heads (mmseg style): `flip = img_meta[0]["flip"]; if flip:` reads a
+    Python bool from the image metadata. The twin reads the same from a tensor parameter."""
+    for meta in ("img_meta", "img_metas", "meta", "infos"):
+        assert (9, "PFL206") not in _found(_DEPTH_TEST.format(meta=meta)), meta
+    assert (9, "PFL206") in _found(_DEPTH_TEST.format(meta="flags"))

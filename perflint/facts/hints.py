@@ -60,6 +60,8 @@ _PYTHON_PARAMETER = re.compile(
     # switches: `forward(self, input, target_is_real)`, `use_cache`, `return_dict` (not
     # `is_*` / `has_*`, which also name masks: `is_pad`, `has_mask`)
     r"|^[a-z0-9]+_is_[a-z0-9_]+$|^(?:use|with|should|do|need|enable|disable|apply|skip|return)_[a-z0-9_]+$"
+    # metadata: mmcv's `img_metas` (a list of dicts: `img_meta[0]["flip"]`), an environment's `infos`
+    r"|(?:^|_)(?:metas?|infos?)$"
 )
 
 
