@@ -402,8 +402,7 @@ class CallInterpreter(ExpressionInterpreter):
         if self._assigns_a_loader():
             cross.calls.add(qualname)
         elif self.mode != SUMMARY:
-            if self.hot or any(a.kind is Kind.LOADER for a in args) \
-                    or any(v.kind is Kind.LOADER for v in kwargs.values()):
+            if self.hot or _passes_loader(args, kwargs):
                 cross.calls.add(qualname)
             else:
                 cross.cold_calls.setdefault(id(self.func), set()).add(qualname)
@@ -413,8 +412,10 @@ class CallInterpreter(ExpressionInterpreter):
                 cross.calls.add(f"{qualname}{ASKS_FOR}{key}")
         if not (self.hot and self.reporting) and (any(map(_binds, args)) or any(map(_binds, kwargs.values()))):
             # a hot call binds as it seeds; objects only to constructors, which keep them
-            # (`self.box_coder = box_coder`)
-            signature = call_signature(node, args, kwargs, bound_only=True, objects=qualname.endswith(".__init__"))
+            # (`self.box_coder = box_coder`), and to a function handed a loader too: the epoch
+            # function uses them every step (`train_one_epoch(model, loader, optimizer, loss_scaler)`)
+            objects = qualname.endswith(".__init__") or _passes_loader(args, kwargs)
+            signature = call_signature(node, args, kwargs, bound_only=True, objects=objects)
             if signature:
                 cross.bound_calls.add(qualname + signature)
         summary = None
@@ -687,6 +688,10 @@ def _deviceless_tensor(value: Value) -> bool:
     if value.kind is Kind.SEQ and value.items is not None:
         return any(item.kind is Kind.TENSOR and item.device is None for item in value.items)
     return False
+
+
+def _passes_loader(args: list[Value], kwargs: dict[str | None, Value]) -> bool:
+    return any(a.kind is Kind.LOADER for a in args) or any(v.kind is Kind.LOADER for v in kwargs.values())
 
 
 def _binds(value: Value) -> bool:
