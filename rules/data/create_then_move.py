@@ -11,6 +11,7 @@ from perflint.types import Applicability, FixAvailability
 from perflint.facts.torch_api import LEGACY_CONSTRUCTORS
 from perflint.facts.values import Kind
 
+from ._host_built import host_built
 from ._moves import cast_dtype, device_move, device_target, has_star, is_false, keyword, maybe_accel_tensor, parent_map
 
 # Factories whose values every dtype represents exactly (0, 1, or uninitialized) and that
@@ -33,11 +34,6 @@ _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
 
 # Factories whose positional arguments are the sizes (one each, or one tuple of them).
 _SIZED = frozenset({"zeros", "ones", "empty", "rand", "randn"})
-_JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack"})
-# One-tensor elementwise functions: what they make of a host tensor stays on the host.
-_ELEMENTWISE = frozenset(f"torch.{name}" for name in (
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sqrt", "rsqrt", "sigmoid",
-    "tanh", "abs", "neg", "reciprocal", "floor", "ceil", "round", "square"))
 
 
 def _has_zero_size(call: ast.Call) -> bool:
@@ -416,6 +412,20 @@ class CreateThenMove(Rule):
             """,
             note="an elementwise function of a scaled factory, moved every forward (DiT's timestep frequencies): no fix",
         ),
+        Invalid(
+            """
+            import torch
+
+            class InfoNCE(torch.nn.Module):
+                def forward(self, features, batch_size, n_views):
+                    labels = torch.cat([torch.arange(batch_size) for _ in range(n_views)], dim=0).to(features.device)
+                    positions = torch.arange(features.shape[0]).unsqueeze(0).expand(2, -1).to(features.device)
+                    same = (torch.arange(4)[None] == torch.arange(4)[:, None]).float().to(features.device)
+                    return labels, positions, same
+            """,
+            count=3,
+            note="a join of a comprehension, a chain of shape methods, a comparison: all made of factories (SimCLR)",
+        ),
     ]
     valid = [
         Valid(
@@ -479,6 +489,18 @@ class CreateThenMove(Rule):
             """,
             note="`.to(t)` / `.type_as(t)` of a tensor known to be on the CPU is not a move",
         ),
+        Valid(
+            """
+            import torch
+
+            for tokens, lengths in loader:
+                tokens = tokens.to(device, non_blocking=True)
+                mask = (torch.arange(tokens.shape[1])[None] < lengths[:, None]).to(device)
+                scale = (torch.ones(3) * weights).to(device)
+                loss = model(tokens, mask, scale)
+            """,
+            note="a factory combined with a batch (the lengths must cross anyway) or with a value of unknown kind",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -508,13 +530,16 @@ class CreateThenMove(Rule):
         while isinstance(inner, ast.Call) and cast_dtype(inner, ctx, "torch") is not None:
             casts.append(inner)
             inner = inner.func.value  # type: ignore[attr-defined]
-        if self._composite_of_factories(inner, ctx) and ctx.value(move.receiver).on_cpu:
-            # `torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`:
-            # no fix (each factory needs `device=`), the copy is the same
-            factory = next(n for n in ast.walk(inner) if self._cpu_factory(n, ctx))
-            what = f"{ctx.text(factory.func)}()"  # type: ignore[attr-defined]
+        made = host_built(inner, ctx)
+        if made is not None and made is not inner and not ctx.value(move.receiver).on_accel:
+            # `torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`,
+            # `torch.arange(n).unsqueeze(0).to(device)`: no fix (each factory needs `device=`),
+            # the copy is the same
+            what = f"{ctx.text(made.func)}()"
             if isinstance(inner, ast.Call):
-                what = f"{ctx.text(inner.func)}()` of `{what}"
+                outer = f".{inner.func.attr}" if isinstance(inner.func, ast.Attribute) \
+                    and ctx.call_name(inner) is None else ctx.text(inner.func)
+                what = f"{outer}()` of `{what}"
             ctx.report(node, self.composite_message, what=what)
             return
         if not isinstance(inner, ast.Call):
@@ -552,34 +577,6 @@ class CreateThenMove(Rule):
         # fix tidies the code, the copy stays (and is still reported).
         message = self.host_data_message if factory in ("tensor", "as_tensor") else None
         ctx.report(node, message, factory=ctx.text(inner.func), fix=fix)
-
-    def _composite_of_factories(self, node: ast.expr, ctx: RuleContext, depth: int = 0) -> bool:
-        """`torch.cat([factory(...), ...])` / `torch.stack(...)` of factories only, a factory
-        combined with Python numbers (`torch.ones(n) * i`), or an elementwise function of
-        such an expression (`torch.exp(-math.log(p) * torch.arange(half) / half)`, DiT's
-        timestep frequencies)."""
-        if depth > 4:
-            return False
-        if isinstance(node, ast.BinOp):
-            sides = [node.left, node.right]
-            made = [s for s in sides if self._cpu_factory(s, ctx) or self._composite_of_factories(s, ctx, depth + 1)]
-            return bool(made) and all(s in made or ctx.value(s).kind is Kind.PYTHON for s in sides)
-        if isinstance(node, ast.Call) and ctx.call_name(node) in _ELEMENTWISE and len(node.args) == 1 \
-                and not node.keywords:
-            inner = node.args[0]
-            return self._cpu_factory(inner, ctx) or self._composite_of_factories(inner, ctx, depth + 1)
-        if isinstance(node, ast.Call) and ctx.call_name(node) in _JOINS and node.args \
-                and isinstance(node.args[0], (ast.List, ast.Tuple)) and node.args[0].elts:
-            return all(self._cpu_factory(e, ctx) for e in node.args[0].elts)
-        return False
-
-    @staticmethod
-    def _cpu_factory(node: ast.expr, ctx: RuleContext) -> bool:
-        if not isinstance(node, ast.Call):
-            return False
-        qualname = ctx.call_name(node) or ""
-        return qualname.startswith("torch.") and qualname[6:] in _SIZED | {"full", "arange"} \
-            and keyword(node, "device") is None and keyword(node, "out") is None and ctx.value(node).on_cpu
 
     def _host_data_to_device(self, node: ast.Call, ctx: RuleContext) -> None:
         """`torch.tensor(lengths, device=x.device)`: Python data built on the host every step

@@ -10,6 +10,7 @@ from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
 from ._constants import DATA_FACTORIES, constant_call, trivial
+from ._host_built import host_built, reaching_assignment, scope_walk
 from ._moves import has_star, keyword, written_after
 
 # What `device=` does to a host index built by these factories, when the index is used only
@@ -18,76 +19,11 @@ _SAME_VALUES = frozenset({"arange"})  # integer kernels: the same values on ever
 _OTHER_GENERATOR = frozenset({"randperm", "randint"})  # the device's generator draws others
 _HOST_DATA = frozenset({"tensor", "as_tensor"})  # built on the host and copied either way
 _FIXABLE = _SAME_VALUES | _OTHER_GENERATOR | _HOST_DATA
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
 # --------------------------------------------------------------------------- names
-def _scope_walk(scope: ast.AST):
-    """The nodes of one scope: nested functions, classes and lambdas are not entered."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _SCOPES):
-            stack.extend(ast.iter_child_nodes(node))
-
-
-def _binds(node: ast.AST, name: str) -> bool:
-    """Does `node` (a statement, searched whole) bind `name` in its scope?"""
-    for child in [node, *_scope_walk(node)]:
-        if isinstance(child, ast.Name) and child.id == name and not isinstance(child.ctx, ast.Load):
-            return True
-        if isinstance(child, _SCOPES[:2] + (ast.ClassDef,)) and child.name == name:
-            return True
-        if isinstance(child, (ast.Import, ast.ImportFrom)) and any(
-                (a.asname or a.name.split(".")[0]) == name for a in child.names):
-            return True
-        if isinstance(child, (ast.Global, ast.Nonlocal)) and name in child.names:
-            return True
-        if isinstance(child, ast.ExceptHandler) and child.name == name:
-            return True
-    return False
-
-
 def _position(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
-
-
-def _reaching_assignment(name: str, ctx: RuleContext) -> ast.Assign | None:
-    """The `name = <call>` statement that surely gave `name` its value at the current
-    statement: the last earlier statement of an enclosing block that binds `name`, when it
-    is a plain assignment of a call; None when that is not clear (a parameter, a branch, a
-    loop or a `try` that may have rebound it)."""
-    scope = ctx.function_node
-    node: ast.AST | None = ctx.statement
-    while node is not None and node is not scope:
-        parent = ctx.parent(node)
-        if parent is None or (isinstance(parent, _SCOPES) and parent is not scope):
-            return None
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            index = next((i for i, s in enumerate(block) if s is node), None) if isinstance(block, list) else None
-            if index is None:
-                continue
-            for previous in reversed(block[:index]):
-                if _binds(previous, name):
-                    if isinstance(previous, ast.Assign) and len(previous.targets) == 1 \
-                            and isinstance(previous.targets[0], ast.Name) and isinstance(previous.value, ast.Call):
-                        return previous
-                    return None
-            if field != "body" and isinstance(parent, (*_LOOPS, ast.Try)) and _binds(parent, name):
-                return None  # `else:` / `finally:` after a body that may have rebound it
-            break
-        if isinstance(parent, ast.ExceptHandler) and (parent.name == name or _binds(ctx.parent(parent), name)):
-            return None  # the `try` body may have rebound it before raising
-        if isinstance(parent, _LOOPS) and _binds(parent, name):
-            return None  # a later statement of the loop (or its target) may have rebound it
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and any(
-                item.optional_vars is not None and _binds(item.optional_vars, name) for item in parent.items):
-            return None
-        node = parent
-    return None
 
 
 def _factory(call: ast.Call, ctx: RuleContext) -> str | None:
@@ -396,6 +332,27 @@ class ImplicitHostToDeviceCopy(Rule):
             """,
             note="a Python range as an index: made a host tensor, then copied (no fix: `torch.arange(n, device=...)`)",
         ),
+        Invalid(
+            """
+            import torch
+
+            class SimCLR:
+                def info_nce_loss(self, features):
+                    labels = torch.cat([torch.arange(self.batch_size) for i in range(self.n_views)], dim=0)
+                    labels = (labels.unsqueeze(0) == labels.unsqueeze(1)).float()
+                    labels = labels.to(self.device)
+                    mask = torch.ones(labels.shape[0], labels.shape[0]).triu(1).bool()
+                    mask = mask.to(self.device)
+                    return features @ features.T, labels, mask
+
+                def train(self, train_loader):
+                    for images, _ in train_loader:
+                        features = self.model(images.to(self.device))
+                        logits, labels, mask = self.info_nce_loss(features)
+            """,
+            count=2,
+            note="built from factories over several statements, then moved (SimCLR's contrastive labels)",
+        ),
     ]
     valid = [
         Valid(
@@ -454,6 +411,23 @@ class ImplicitHostToDeviceCopy(Rule):
             note="a constant (constant-tensor-in-hot-path's), an asynchronous copy from pinned memory, "
                  "a 0-dim host value written through a device mask (a masked_fill)",
         ),
+        Valid(
+            """
+            import torch
+
+            for images, targets in loader:
+                labels = torch.arange(images.shape[0])
+                labels = labels + targets
+                labels = labels.to(device)
+                if step % 2:
+                    order = torch.randperm(8)
+                else:
+                    order = torch.arange(8)
+                order = order.to(device)
+                out = model(images.to(device), labels, order)
+            """,
+            note="a factory combined with the batch's targets; a name bound on two branches is not followed",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -507,7 +481,7 @@ class ImplicitHostToDeviceCopy(Rule):
         if isinstance(part, ast.Call):
             return part, None
         if isinstance(part, ast.Name):
-            assignment = _reaching_assignment(part.id, ctx)
+            assignment = reaching_assignment(part.id, ctx)
             if assignment is not None:
                 assert isinstance(assignment.value, ast.Call)
                 return assignment.value, assignment
@@ -590,7 +564,7 @@ class ImplicitHostToDeviceCopy(Rule):
         if scope is None:
             return None
         bases: list[ast.expr] = []
-        for node in _scope_walk(scope):
+        for node in scope_walk(scope):
             if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
                 continue
             parent = ctx.parent(node)
@@ -611,7 +585,7 @@ class ImplicitHostToDeviceCopy(Rule):
         if scope is None:
             return False
         root, text, start = _root(base), ctx.text(base), _position(assignment)
-        for node in _scope_walk(scope):
+        for node in scope_walk(scope):
             if isinstance(node, ast.Name) and node.id == root and not isinstance(node.ctx, ast.Load):
                 if _position(node) >= start:
                     return False
@@ -630,12 +604,18 @@ class ImplicitHostToDeviceCopy(Rule):
         if not ctx.value(node).on_accel:
             return
         value = ctx.value(receiver)
-        if value.kind is not Kind.TENSOR or not value.on_cpu:
-            return
         call, assignment = self._origin(receiver, ctx)
-        if call is None:
+        factory = _factory(call, ctx) if call is not None else None
+        if factory is None and not value.on_accel:
+            # `labels = torch.cat([torch.arange(b) for _ in range(k)])`, then
+            # `labels = (labels[None] == labels[:, None]).float()`: built from factories only
+            made = host_built(receiver, ctx, names=True)
+            if made is not None:
+                ctx.report(node, what=f"`{receiver.id}` (built from `{ctx.text(made.func)}()`) lives",
+                           how=f"`.{method[1]}()`", it="it")
             return
-        factory = _factory(call, ctx)
+        if value.kind is not Kind.TENSOR or not value.on_cpu or call is None:
+            return
         if factory is None or factory in ("from_numpy", "frombuffer", "asarray"):
             return  # array data moved to the device: the copy is the point
         if factory in _HOST_DATA and call.args and ctx.value(call.args[0]).kind is Kind.NDARRAY:
