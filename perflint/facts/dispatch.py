@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 
 from .call_interpreter import TENSOR_ONLY_METHODS, CallInterpreter
+from .framework_hooks import EVERY_STEP_HOOK_METHODS, IGNITE_ENGINES, every_iteration_handler
 from .hot_regions import class_hook_kinds
-from .hotness import EVERY_STEP_HOOK_METHODS, IGNITE_ENGINES, every_iteration_handler
 from .project_calls import by_attribute_name, call_signature
 from .records import SUMMARY, FunctionInfo
 from .syntax import dotted

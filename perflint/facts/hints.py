@@ -42,6 +42,10 @@ _LOSS_FN = re.compile(r"^(?:criterion|criterions|loss_fn|loss_func|loss_function
 _OPTIMIZER = re.compile(r"^(?:optimizer|optim|opt)$|_(?:optimizer|optim)$|^optimizer_")
 _DEVICE = re.compile(r"^(?:device|dev)$|_device$")
 _BATCH = re.compile(r"^(?:batch|minibatch|mini_batch|data_batch)$|_batch$")
+# `n_small_batch`, `num_batch` (a count: a Python int), `sq_norm_large_batch`, `mean_batch`
+# (a statistic of a batch: a number or a tensor): about a batch, not one
+_BATCH_COUNT = re.compile(r"^(?:n|num|nb|len|size|count)_(?:\w+_)?batch$")
+_BATCH_STATISTIC = re.compile(r"(?:^|_)(?:norm|mean|std|var|sum|max|min|idx|index|step)_(?:\w+_)?batch$")
 _STREAM = re.compile(r"^stream$|_stream$|^stream_")
 _EVENT = re.compile(r"^event$|_event$|^event_")
 _LOSS = re.compile(
@@ -86,12 +90,13 @@ _DESCRIPTOR = re.compile(
 @functools.lru_cache(maxsize=1 << 16)  # the same names recur in every function
 def names_a_batch(name: str) -> bool:
     """`batch`, `minibatch`, `x_batch`: a name for what a data loader yields."""
-    return bool(_BATCH.search(name.lower()))
+    lower = name.lower()
+    return bool(_BATCH.search(lower)) and not _BATCH_COUNT.search(lower) and not _BATCH_STATISTIC.search(lower)
 
 
 def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
     lower = name.lower()
-    if parameter and _PYTHON_PARAMETER.search(lower):
+    if parameter and (_PYTHON_PARAMETER.search(lower) or _BATCH_COUNT.search(lower)):
         return PYTHON
     if parameter and _CONTAINER_PARAMETER.search(lower):
         return SEQ  # `offsets_list`: a Python list, even as an input of forward()
@@ -111,7 +116,7 @@ def hint_for_name(name: str, *, parameter: bool = False) -> Value | None:
         return STREAM
     if _EVENT.search(lower):
         return EVENT
-    if parameter and _BATCH.search(lower):
+    if parameter and names_a_batch(lower):
         return BATCH
     if _LOSS.search(lower) and not lower.endswith(("_losses",)) and not _LOSS_SWITCH.search(lower):
         return SCALAR_TENSOR

@@ -11,14 +11,12 @@ import ast
 import re
 from typing import Callable, Mapping
 
+from .framework_hooks import every_iteration_decorator, every_step_hook, hook_kinds
 from .hotness import (
     COLD_METHODS,
     FEW_STEPS,
     HOT_METHODS,
     STEP_COUNTER,
-    every_iteration_decorator,
-    every_step_hook,
-    hook_kinds,
     is_loss_function_name,
     receiver_name,
     terminates,
@@ -60,7 +58,10 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
         if hook is not None:
             framework, unit = hook
             return f"{framework} `{cls.name}.{name}` runs every {unit}"
-        if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or imports_torch):
+        if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or imports_torch) \
+                and not func.loops_steps:
+            # (a trainer module whose `forward()` runs the training loop is not one step:
+            # its loop is, byol-pytorch's `BYOLTrainer.forward`)
             return f"`{cls.name}.{name}` runs every step"
         if name == "__call__" and cls.is_loss:
             return f"loss `{cls.name}.__call__`"
@@ -106,7 +107,7 @@ def _is_test_case(cls: ClassInfo) -> bool:
 
 
 def class_hook_kinds(cls: ClassInfo) -> frozenset[str]:
-    """What kind of hook or callback object `cls` is (see `hotness.hook_kinds`), from its
+    """What kind of hook or callback object `cls` is (see `framework_hooks.hook_kinds`), from its
     name and its bases', through the bases defined in the same file."""
     lineage = list(cls.lineage())
     return hook_kinds([c.name for c in lineage], [b for c in lineage for b in c.base_names])

@@ -245,7 +245,44 @@ def skips_unless_throttled(stmt: ast.stmt, flags: Collection[str] = ()) -> bool:
         return False
     return _is_mod_nonzero(stmt.test) or (
         isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
-        and is_throttled_test(stmt.test.operand, flags))
+        and is_throttled_test(stmt.test.operand, flags)) or _skips_until_due(stmt.test)
+
+
+def _skips_until_due(test: ast.expr) -> bool:
+    """`if (not done) and (cur_tick != 0) and (cur_nimg < tick_start_nimg + kimg_per_tick * 1000):
+    continue` (the StyleGAN / EDM training loops' "maintenance once per tick"), `if step <
+    next_log_step: continue`: the rest runs when the counter reaches the next threshold, or on
+    the first or the last step."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    due = [p for p in parts if _not_yet_due(p)]
+    return bool(due) and all(p in due or _rarely_false(p) for p in parts)
+
+
+def _not_yet_due(node: ast.expr) -> bool:
+    """`count < start + interval`, `step < next_eval`, `next_log > step`."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+        return False
+    op, left, right = node.ops[0], node.left, node.comparators[0]
+    if isinstance(op, (ast.Gt, ast.GtE)):
+        left, right = right, left
+    elif not isinstance(op, (ast.Lt, ast.LtE)):
+        return False
+    if not isinstance(left, (ast.Name, ast.Attribute)):
+        return False
+    if isinstance(right, ast.BinOp) and isinstance(right.op, ast.Add):
+        return True
+    return isinstance(right, (ast.Name, ast.Attribute)) and receiver_name(right).lower().startswith("next_")
+
+
+def _rarely_false(node: ast.expr) -> bool:
+    """`not done`, `not self.last_step` (false on the last step), `cur_tick != 0`, `step > 0`
+    (false on the first)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return isinstance(node.operand, (ast.Name, ast.Attribute))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.Gt)):
+        bound = node.comparators[0]
+        return isinstance(bound, ast.Constant) and bound.value == 0
+    return False
 
 
 def _is_mod_nonzero(node: ast.expr) -> bool:
@@ -386,7 +423,7 @@ def is_lazy_init(node: ast.If) -> bool:
     `if "exp_avg" not in state: state["exp_avg"] = ...`, `if not self._checked: ...`: the
     body initialises the object the test looks at, so it runs once (per parameter, per
     key), not every step. So does a body that fills a cache on a miss."""
-    if is_cache_miss(node.test) or _fills_up(node):
+    if is_cache_miss(node.test) or _fills_up(node) or _stores_on_miss(node):
         return True
     target = _lazy_init_object(node.test)
     if target is None:
@@ -414,6 +451,20 @@ def is_lazy_init(node: ast.If) -> bool:
 
 
 _BUILDER = re.compile(r"_*(?:init|build|create|setup|make|construct)_")
+
+
+def _stores_on_miss(node: ast.If) -> bool:
+    """`tensor = _cache.get(key)`; `if tensor is None: tensor = ...; _cache[key] = tensor`: a
+    miss builds the value and stores it in a cache, once per key."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
+            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None):
+        return False
+    name = test.left.id
+    return any(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id == name
+               and any(isinstance(t, ast.Subscript) for t in stmt.targets)
+               for stmt in ast.walk(ast.Module(body=node.body, type_ignores=[])))
 
 
 def _fills_up(node: ast.If) -> bool:
@@ -657,124 +708,3 @@ def _reports_failure(stmt: ast.stmt) -> bool:
         return True
     return any(_FAILURE_REPORTS.match(_call_name(n) or "-") is not None
                for n in ast.walk(stmt) if isinstance(n, ast.Call))
-
-
-# ----------------------------------------------------------------- hooks and callbacks
-# Methods that training frameworks call on their hook and callback objects once per
-# iteration (a batch, an optimizer step), by the kind of base class they are defined on.
-# Per-epoch and per-run methods (`after_train_epoch`, `after_run`, `on_train_epoch_end`,
-# `on_log`, `on_evaluate`, `on_save`) are not here: they stay cold.
-_MMENGINE_ITER_HOOKS = frozenset(  # mmengine.hooks.Hook (and mmcv's, which has the same)
-    """before_train_iter after_train_iter before_val_iter after_val_iter before_test_iter
-    after_test_iter _before_iter _after_iter""".split()
-)
-_MMCV_ITER_HOOKS = frozenset({"before_iter", "after_iter"})  # mmcv.runner.Hook
-_DETECTRON2_STEP_HOOKS = frozenset({"before_step", "after_step", "after_backward"})  # HookBase
-# Classy Vision's `ClassyHook` (and vissl's hooks on it): `task.run_hooks(name)` every step
-_CLASSY_STEP_HOOKS = frozenset({"on_step", "on_forward", "on_backward", "on_update", "on_loss_and_meter"})
-_LIGHTNING_BATCH_HOOKS = frozenset(  # lightning.pytorch.Callback, and the LightningModule's own
-    """on_train_batch_start on_train_batch_end on_validation_batch_start
-    on_validation_batch_end on_test_batch_start on_test_batch_end on_predict_batch_start
-    on_predict_batch_end on_before_backward on_after_backward on_before_optimizer_step
-    on_before_zero_grad""".split()
-)
-_LIGHTNING_MODULE_STEP_HOOKS = _LIGHTNING_BATCH_HOOKS | frozenset(  # only a LightningModule's
-    """on_before_batch_transfer on_after_batch_transfer transfer_batch_to_device
-    optimizer_step optimizer_zero_grad backward""".split()
-)
-_HF_STEP_CALLBACKS = frozenset(  # transformers.TrainerCallback
-    """on_step_begin on_step_end on_substep_end on_pre_optimizer_step on_optimizer_step
-    on_prediction_step""".split()
-)
-_FASTAI_BATCH_CALLBACKS = frozenset(  # fastai.callback.core.Callback
-    """before_batch after_pred after_loss before_backward after_backward before_step
-    after_step after_batch""".split()
-)
-# A trainer subclass's per-iteration methods, which the base class's loop calls:
-# YOLOX's `Trainer.before_iter/after_iter/train_one_iter`, detectron2's `TrainerBase.run_step`
-# and its `before_step/after_step/after_backward` (which call the hooks).
-_TRAINER_STEP_METHODS = frozenset(
-    """before_iter after_iter train_one_iter run_step before_step after_step
-    after_backward""".split()
-)
-# (base kind, methods, what calls them, what one call is)
-_EVERY_STEP_HOOKS = (
-    ("hook", _MMENGINE_ITER_HOOKS, "mmengine hook", "iteration"),
-    ("hook", _MMCV_ITER_HOOKS, "mmcv hook", "iteration"),
-    ("hook", _DETECTRON2_STEP_HOOKS, "detectron2 hook", "step"),
-    ("hook", _CLASSY_STEP_HOOKS, "Classy Vision hook", "step"),
-    ("callback", _LIGHTNING_BATCH_HOOKS, "Lightning callback", "batch"),
-    ("callback", _HF_STEP_CALLBACKS, "Hugging Face TrainerCallback", "step"),
-    ("callback", _FASTAI_BATCH_CALLBACKS, "fastai callback", "batch"),
-    ("lightning", _LIGHTNING_MODULE_STEP_HOOKS, "Lightning hook", "batch"),
-    ("trainer", _TRAINER_STEP_METHODS, "trainer hook", "iteration"),
-)
-# Every method name above: what `getattr(hook, fn_name)(...)` may call every step.
-EVERY_STEP_HOOK_METHODS = frozenset().union(*(methods for _, methods, _, _ in _EVERY_STEP_HOOKS))
-# Lightning's own callbacks, which users subclass (their names do not end in "Callback").
-_LIGHTNING_CALLBACKS = frozenset(
-    """ModelCheckpoint EarlyStopping LearningRateMonitor BasePredictionWriter ProgressBar
-    TQDMProgressBar RichProgressBar ModelSummary StochasticWeightAveraging""".split()
-)
-
-
-def hook_kinds(class_names: Iterable[str], base_names: Iterable[str]) -> frozenset[str]:
-    """What kind of hook object a class is, from the names of its lineage (`class_names`:
-    the class and its bases defined in the same file) and of the bases they name
-    (`base_names`, as written: `Hook`, `mmengine.hooks.Hook`, `pl.Callback`): "hook"
-    (mmengine, mmcv, detectron2), "callback" (Lightning, Hugging Face, fastai), "lightning"
-    (a LightningModule), "trainer" (a subclass of a trainer whose loop calls its methods)."""
-    kinds = set()
-    for name in [*class_names, *(b.rsplit(".", 1)[-1] for b in base_names)]:
-        if name.endswith("Hook") or name == "HookBase":
-            kinds.add("hook")
-        elif name.endswith("Callback") or name in _LIGHTNING_CALLBACKS:
-            kinds.add("callback")
-    for base in base_names:
-        last = base.rsplit(".", 1)[-1]
-        if last == "LightningModule":
-            kinds.add("lightning")
-        elif last.endswith("Trainer") or last == "TrainerBase":
-            kinds.add("trainer")  # a base only: a trainer's own loop calls its own methods
-    return frozenset(kinds)
-
-
-def every_step_hook(method: str, kinds: frozenset[str]) -> tuple[str, str] | None:
-    """(what calls it, what one call is) when a framework calls `method` of a hook object
-    of these `kinds` every iteration: ("mmengine hook", "iteration") for `after_train_iter`."""
-    for kind, methods, framework, unit in _EVERY_STEP_HOOKS:
-        if kind in kinds and method in methods:
-            return framework, unit
-    return None
-
-
-# ignite: the events an `Engine` fires once per iteration. (`Events.ITERATION_COMPLETED(every=50)`
-# is a call: it fires every 50 iterations.)
-_IGNITE_ITERATION_EVENTS = frozenset(
-    {"ITERATION_STARTED", "ITERATION_COMPLETED", "GET_BATCH_STARTED", "GET_BATCH_COMPLETED"})
-IGNITE_ENGINES = frozenset({"ignite.engine.Engine", "ignite.engine.engine.Engine",
-                            "ignite.engine.DeterministicEngine", "ignite.engine.deterministic.DeterministicEngine"})
-
-
-def is_every_iteration_event(node: ast.expr) -> bool:
-    """`Events.ITERATION_COMPLETED`, `Events.ITERATION_STARTED | Events.EPOCH_COMPLETED`."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return is_every_iteration_event(node.left) or is_every_iteration_event(node.right)
-    return isinstance(node, ast.Attribute) and node.attr in _IGNITE_ITERATION_EVENTS \
-        and receiver_name(node.value) == "Events"
-
-
-def every_iteration_decorator(func: ast.AST) -> bool:
-    """`@trainer.on(Events.ITERATION_COMPLETED)`: ignite calls the handler every iteration."""
-    return isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-        isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "on"
-        and d.args and is_every_iteration_event(d.args[0]) for d in func.decorator_list)
-
-
-def every_iteration_handler(node: ast.Call) -> ast.expr | None:
-    """The handler of `engine.add_event_handler(Events.ITERATION_COMPLETED, handler, ...)`."""
-    func = node.func
-    if isinstance(func, ast.Attribute) and func.attr == "add_event_handler" and len(node.args) >= 2 \
-            and is_every_iteration_event(node.args[0]):
-        return node.args[1]
-    return None

@@ -1,0 +1,174 @@
+"""Findings from reading training code nobody had tuned on (rotation M: open_clip,
+Swin-Transformer, ConvNeXt, SimCLR, byol-pytorch, k-diffusion, edm, stylegan2-ada-pytorch,
+modded-nanogpt), each with its twin."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perflint.api import check_source
+
+
+def _found(source: str, filename: str = "train.py") -> set[tuple[int, str]]:
+    source = textwrap.dedent(source).lstrip()
+    return {(d.location.row, d.code) for d in check_source(source, filename, select=["ALL"])}
+
+
+_NOISE_SCALE = """
+    import torch
+
+
+    class GradientNoiseScale:
+        def __init__(self, beta=0.9998, eps=1e-8):
+            self.beta, self.eps = beta, eps
+            self.ema_sq_norm, self.ema_var = 0., 0.
+
+        def update(self, {params}):
+            {body}
+            return max(self.ema_var, self.eps) / max(self.ema_sq_norm, self.eps)
+
+
+    gns = GradientNoiseScale()
+    for batch in loader:
+        loss = model(batch.cuda()).mean()
+        loss.backward()
+        optimizer.step()
+        gns.update({args})
+"""
+
+
+def test_counts_and_statistics_of_a_batch_are_not_batches():
+    """k-diffusion's gradient noise scale: `update(sq_norm_small_batch, sq_norm_large_batch,
+    n_small_batch, n_large_batch)` is handed Python floats and ints. Named `*_batch`, they
+    were taken for data batches (tensors), and `max(self.ema_var, self.eps)` for a sync."""
+    body = """est_sq_norm = (n_large_batch * sq_norm_large_batch - n_small_batch * sq_norm_small_batch) / (
+                n_large_batch - n_small_batch)
+            est_var = (sq_norm_small_batch - sq_norm_large_batch) / (1 / n_small_batch - 1 / n_large_batch)
+            self.ema_sq_norm = self.beta * self.ema_sq_norm + (1 - self.beta) * est_sq_norm
+            self.ema_var = self.beta * self.ema_var + (1 - self.beta) * est_var"""
+    found = _found(_NOISE_SCALE.format(
+        params="sq_norm_small_batch, sq_norm_large_batch, n_small_batch, n_large_batch", body=body,
+        args="small, large, 4, 32"))
+    assert not {f for f in found if f[1] == "PFL208"}, found
+
+
+def test_a_batch_parameter_compared_with_max_is_still_reported():
+    body = """self.ema_var = self.beta * self.ema_var + (1 - self.beta) * images_batch.var()
+            self.ema_sq_norm = self.beta * self.ema_sq_norm + (1 - self.beta) * images_batch.square().mean()"""
+    found = _found(_NOISE_SCALE.format(params="images_batch", body=body, args="images"))
+    assert (12, "PFL208") in found
+
+
+_TRAINER = """
+    import torch
+    from torch import nn
+
+
+    class BYOLTrainer(nn.Module):
+        def __init__(self, net, optimizer, dataloader, num_train_steps):
+            super().__init__()
+            self.net, self.optimizer, self.dataloader = net, optimizer, dataloader
+            self.num_train_steps = num_train_steps
+            self.register_buffer("step", torch.tensor(0))
+
+        def forward(self{params}):
+            step = self.step.item()
+            {body}
+"""
+
+
+def test_a_module_whose_forward_runs_the_training_loop_is_not_one_step():
+    """byol-pytorch's `BYOLTrainer(Module).forward()` is the whole training run: what it
+    does before its loop runs once; its loop body runs every step."""
+    body = """data_it = iter(self.dataloader)
+            for _ in range(self.num_train_steps):
+                images = next(data_it)
+                loss = self.net(images)
+                loss.backward()
+                print(f"loss {loss.item():.3f}")
+                self.optimizer.step()
+                self.optimizer.zero_grad()"""
+    found = _found(_TRAINER.format(params="", body=body))
+    assert (13, "PFL201") not in found
+    assert (19, "PFL201") in found
+
+
+def test_a_module_whose_forward_is_one_step_is_reported_throughout():
+    body = "return self.net(x) * step"
+    found = _found(_TRAINER.format(params=", x", body=body))
+    assert (13, "PFL201") in found
+
+
+_TICKS = """
+    import torch
+
+
+    def training_loop(G, opt, training_set_iterator, device, total_kimg, kimg_per_tick, batch_size):
+        augment_p = torch.zeros([], device=device)
+        cur_nimg = cur_tick = tick_start_nimg = 0
+        while True:
+            phase_real_img, phase_real_c = next(training_set_iterator)
+            loss = G(phase_real_img.to(device)).mean()
+            loss.backward()
+            opt.step()
+            cur_nimg += batch_size
+            done = cur_nimg >= total_kimg * 1000
+            if {guard}:
+                continue
+            print(f"augment {{float(augment_p.cpu()):.3f}}")
+            cur_tick += 1
+            tick_start_nimg = cur_nimg
+            if done:
+                break
+"""
+
+
+def test_what_follows_a_skip_until_the_next_tick_is_not_per_step():
+    """StyleGAN2-ADA's and EDM's training loops: "Perform maintenance tasks once per tick"
+    is `if (not done) and (cur_tick != 0) and (cur_nimg < tick_start_nimg + kimg_per_tick *
+    1000): continue`; what follows runs once per tick."""
+    for guard in ("(not done) and (cur_tick != 0) and (cur_nimg < tick_start_nimg + kimg_per_tick * 1000)",
+                  "cur_nimg < next_tick_nimg"):
+        found = _found(_TICKS.format(guard=guard))
+        assert not {f for f in found if f[0] == 16}, (guard, found)
+
+
+def test_what_follows_a_skip_during_warm_up_is_per_step():
+    for guard in ("cur_nimg < warmup_nimg", "(not done) and use_aug and (cur_nimg < tick_start_nimg + 4000)"):
+        found = _found(_TICKS.format(guard=guard))
+        assert (16, "PFL203") in found, (guard, found)
+
+
+_CONSTANT_CACHE = """
+    import numpy as np
+    import torch
+
+    _constant_cache = dict()
+
+
+    def constant(value, dtype=None, device=None):
+        value = np.asarray(value)
+        key = (value.shape, value.dtype, value.tobytes(), dtype, device)
+        tensor = _constant_cache.get(key, None)
+        if tensor is None:
+            tensor = torch.as_tensor(value.copy(), dtype=dtype, device=device)
+            {store}
+        return tensor
+
+
+    class AugmentPipe(torch.nn.Module):
+        def forward(self, images):
+            return images * constant(np.asarray([1, 0, 0]), device=images.device)
+"""
+
+
+def test_a_tensor_built_on_a_cache_miss_is_built_once_per_key():
+    """StyleGAN2-ADA's `misc.constant()`: the tensor is built and stored in a cache on a
+    miss, and served from it every later call."""
+    found = _found(_CONSTANT_CACHE.format(store="_constant_cache[key] = tensor"))
+    assert (12, "PFL101") not in found, found
+
+
+def test_a_tensor_built_whenever_a_lookup_misses_without_storing_is_reported():
+    found = _found(_CONSTANT_CACHE.format(store="pass"))
+    assert (12, "PFL101") in found, found
