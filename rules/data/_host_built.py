@@ -123,7 +123,7 @@ def host_factory_call(node: ast.expr, ctx: RuleContext) -> ast.Call | None:
 
 
 def host_built(node: ast.expr, ctx: RuleContext, names: bool = False, statement: ast.stmt | None = None,
-               depth: int = 0) -> ast.Call | None:
+               depth: int = 0, assumed: dict[str, ast.Call] | None = None) -> ast.Call | None:
     """The first host factory `node` is built from, when every tensor in it is built on the
     host from factories (and the rest are Python values); None otherwise. `names`: follow a
     name to the assignment that surely reaches it (from `statement`, default the current one)."""
@@ -136,25 +136,59 @@ def host_built(node: ast.expr, ctx: RuleContext, names: bool = False, statement:
     if isinstance(node, ast.Name):
         if not names:
             return None
+        if assumed and node.id in assumed:  # a value written into the tensor reads it
+            return assumed[node.id]
         assignment = reaching_assignment(node.id, ctx, statement, calls_only=False)
         if assignment is None:
             return None
-        return host_built(assignment.value, ctx, names, assignment, deeper)
+        made = host_built(assignment.value, ctx, names, assignment, deeper, assumed)
+        if made is None or not written_host_built_only(node.id, assignment, made, ctx, deeper, assumed):
+            return None
+        return made
     if isinstance(node, ast.Subscript):
-        made = host_built(node.value, ctx, names, statement, deeper)
+        made = host_built(node.value, ctx, names, statement, deeper, assumed)
         return made if made is not None and _python_index(node.slice, ctx) else None
     if isinstance(node, ast.UnaryOp):
-        return host_built(node.operand, ctx, names, statement, deeper)
+        return host_built(node.operand, ctx, names, statement, deeper, assumed)
     if isinstance(node, (ast.BinOp, ast.Compare)):
         sides = [node.left, node.right] if isinstance(node, ast.BinOp) else [node.left, *node.comparators]
-        return _all_host_or_python(sides, ctx, names, statement, deeper)
+        return _all_host_or_python(sides, ctx, names, statement, deeper, assumed)
     if isinstance(node, ast.Call):
-        return _host_built_call(node, ctx, names, statement, deeper)
+        return _host_built_call(node, ctx, names, statement, deeper, assumed)
     return None
 
 
+def written_host_built_only(name: str, assignment: ast.Assign, made: ast.Call, ctx: RuleContext, depth: int = 0,
+                            assumed: dict[str, ast.Call] | None = None) -> bool:
+    """Whatever is written into `name` in place after `assignment` (`ids[..., 1] = ids[..., 1] +
+    torch.arange(h)[:, None]`, `ids += 1`) is built on the host too, or a Python value: a
+    batch value written into it would be data that has to cross anyway. `made`: the factory
+    the assignment built it with."""
+    scope = ctx.function_node
+    if scope is None:
+        return False
+    start = (assignment.lineno, assignment.col_offset)
+    inside = {**(assumed or {}), name: made}
+    for node in scope_walk(scope):
+        if not isinstance(node, (ast.Assign, ast.AugAssign)) or (node.lineno, node.col_offset) <= start:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        written = any(isinstance(t, ast.Subscript) and _root_name(t) == name for t in targets) or (
+            isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name)
+        if written and not (_python(node.value, ctx)
+                            or host_built(node.value, ctx, True, node, depth + 1, inside) is not None):
+            return False
+    return True
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _host_built_call(node: ast.Call, ctx: RuleContext, names: bool, statement: ast.stmt | None,
-                     depth: int) -> ast.Call | None:
+                     depth: int, assumed: dict[str, ast.Call] | None) -> ast.Call | None:
     if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
         return None
     if any(k.arg in ("device", "out") for k in node.keywords):
@@ -163,34 +197,34 @@ def _host_built_call(node: ast.Call, ctx: RuleContext, names: bool, statement: a
     if qualname in _JOINS and node.args:
         parts = node.args[0]
         if isinstance(parts, (ast.List, ast.Tuple)) and parts.elts:
-            return _all_host(parts.elts, ctx, names, statement, depth)
+            return _all_host(parts.elts, ctx, names, statement, depth, assumed)
         if isinstance(parts, (ast.ListComp, ast.GeneratorExp)):
-            return host_built(parts.elt, ctx, names, statement, depth)
+            return host_built(parts.elt, ctx, names, statement, depth, assumed)
         return None
     if qualname in _ELEMENTWISE and node.args:
-        return _all_host_or_python(list(node.args), ctx, names, statement, depth)
+        return _all_host_or_python(list(node.args), ctx, names, statement, depth, assumed)
     if isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
-        made = host_built(node.func.value, ctx, names, statement, depth)
+        made = host_built(node.func.value, ctx, names, statement, depth, assumed)
         if made is None:
             return None
         arguments = [*node.args, *(k.value for k in node.keywords)]
-        return made if all(_python(a, ctx) or host_built(a, ctx, names, statement, depth) is not None
+        return made if all(_python(a, ctx) or host_built(a, ctx, names, statement, depth, assumed) is not None
                            for a in arguments) else None
     return None
 
 
 def _all_host(parts: list[ast.expr], ctx: RuleContext, names: bool, statement: ast.stmt | None,
-              depth: int) -> ast.Call | None:
-    found = [host_built(p, ctx, names, statement, depth) for p in parts]
+              depth: int, assumed: dict[str, ast.Call] | None) -> ast.Call | None:
+    found = [host_built(p, ctx, names, statement, depth, assumed) for p in parts]
     return found[0] if all(f is not None for f in found) else None
 
 
 def _all_host_or_python(parts: list[ast.expr], ctx: RuleContext, names: bool, statement: ast.stmt | None,
-                        depth: int) -> ast.Call | None:
+                        depth: int, assumed: dict[str, ast.Call] | None) -> ast.Call | None:
     """At least one part built on the host, the others Python values."""
     first = None
     for part in parts:
-        made = host_built(part, ctx, names, statement, depth)
+        made = host_built(part, ctx, names, statement, depth, assumed)
         if made is None and not _python(part, ctx):
             return None
         first = first or made

@@ -10,7 +10,7 @@ from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
 from ._constants import DATA_FACTORIES, constant_call, trivial
-from ._host_built import host_built, reaching_assignment, scope_walk
+from ._host_built import host_built, reaching_assignment, scope_walk, written_host_built_only
 from ._moves import has_star, keyword, written_after
 
 # What `device=` does to a host index built by these factories, when the index is used only
@@ -353,6 +353,24 @@ class ImplicitHostToDeviceCopy(Rule):
             count=2,
             note="built from factories over several statements, then moved (SimCLR's contrastive labels)",
         ),
+        Invalid(
+            """
+            import torch
+
+            def prepare_latent_image_ids(height, width, device, dtype):
+                latent_image_ids = torch.zeros(height, width, 3)
+                latent_image_ids[..., 1] = latent_image_ids[..., 1] + torch.arange(height)[:, None]
+                latent_image_ids[..., 2] = latent_image_ids[..., 2] + torch.arange(width)[None, :]
+                latent_image_ids = latent_image_ids.reshape(height * width, 3)
+                return latent_image_ids.to(device=device, dtype=dtype)
+
+            device = torch.device("cuda")
+            for latents in loader:
+                latents = latents.to(device)
+                ids = prepare_latent_image_ids(64, 64, device, latents.dtype)
+            """,
+            note="written in place with factories only, then moved (diffusers' Flux latent ids)",
+        ),
     ]
     valid = [
         Valid(
@@ -427,6 +445,18 @@ class ImplicitHostToDeviceCopy(Rule):
                 out = model(images.to(device), labels, order)
             """,
             note="a factory combined with the batch's targets; a name bound on two branches is not followed",
+        ),
+        Valid(
+            """
+            import torch
+
+            for tokens, lengths in loader:
+                padded = torch.zeros(len(lengths), 128, dtype=torch.long)
+                padded[:, : tokens.shape[1]] = tokens
+                padded = padded.to(device)
+                out = model(padded)
+            """,
+            note="a host buffer filled with the batch: its values have to cross anyway",
         ),
     ]
     benchmark = Benchmark(
@@ -622,5 +652,7 @@ class ImplicitHostToDeviceCopy(Rule):
             return  # the same (`torch.tensor(array)` is tensor-from-numpy-copy's, PFL102)
         if _pfl106_constant(call, factory, assignment, ctx):
             return
+        if assignment is not None and not written_host_built_only(receiver.id, assignment, call, ctx):
+            return  # `buf = torch.zeros(n)`; `buf[:k] = values`: the values have to cross anyway
         ctx.report(node, what=f"`{receiver.id}` (built by `{ctx.text(call.func)}()`) lives",
                    how=f"`.{method[1]}()`", it="it")
