@@ -89,6 +89,11 @@ class RuleContext:
         return self._walker.func.node if self._walker else None
 
     @property
+    def module_node(self) -> ast.Module:
+        """The file's whole tree: for a set-up call looked for anywhere in the file."""
+        return self.analysis.tree
+
+    @property
     def statement(self) -> ast.stmt | None:
         return self._walker.stmt if self._walker else None
 

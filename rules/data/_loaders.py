@@ -12,6 +12,7 @@ as the loader it returns to a caller that moves its batches (`RuleContext.loader
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from perflint.facts.context import RuleContext
 from perflint.facts.loader_settings import ABSENT, UNREAD, star_settings
@@ -54,6 +55,59 @@ def fed_loaders(call: ast.Call, ctx: RuleContext) -> list[ast.Call]:
     found = loader_batch_move(call, ctx)
     loaders = [found[1]] if found is not None else []
     return loaders + [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
+
+
+# `accelerator.prepare(model, optimizer, loader)`: accelerate wraps the loader in a
+# `DataLoaderShard` whose iterator copies each batch to the device (`send_to_device(...,
+# non_blocking=dataloader_config.non_blocking)`, False by default).
+_ACCELERATE_PREPARE = frozenset({"accelerate.Accelerator.prepare", "accelerate.Accelerator.prepare_data_loader"})
+_ACCELERATOR = "@accelerate.Accelerator"  # the value of `Accelerator(...)`
+
+
+@dataclass(frozen=True)
+class PreparedLoaders:
+    """The DataLoader calls of this file an `accelerator.prepare(...)` call hands over, and
+    the `Accelerator(...)` call that made the accelerator (None when it is not known here)."""
+
+    loaders: list[ast.Call]
+    accelerator: ast.Call | None
+
+
+def accelerate_prepared(call: ast.Call, ctx: RuleContext) -> PreparedLoaders | None:
+    """`accelerator.prepare(..., loader, ...)` with device placement on: the loaders whose
+    batches accelerate copies to the device every step."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("prepare", "prepare_data_loader"):
+        return None
+    if ctx.value(call.func.value).ref != _ACCELERATOR and ctx.call_name(call) not in _ACCELERATE_PREPARE:
+        return None
+    if keyword(call, "device_placement") is not None or has_star(call):
+        return None  # placement chosen per object: not read
+    accelerator = _accelerator_call(ctx)
+    if accelerator is not None and (literal(argument_of(accelerator, "device_placement")) is False
+                                    or literal(argument_of(accelerator, "cpu")) is True):
+        return None
+    loaders = []
+    for arg in call.args:
+        value = ctx.value(arg)
+        if value.kind is Kind.LOADER and isinstance(value.origin, ast.Call) and not made_elsewhere(value.origin) \
+                and dotted(value.origin.func).endswith("DataLoader"):
+            loaders.append(value.origin)
+    return PreparedLoaders(loaders, accelerator) if loaders else None
+
+
+def _accelerator_call(ctx: RuleContext) -> ast.Call | None:
+    """The file's one `Accelerator(...)` call (a script makes one), else None."""
+    found = [n for n in ast.walk(ctx.module_node) if isinstance(n, ast.Call)
+             and ctx.call_name(n) in ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")]
+    return found[0] if len(found) == 1 else None
+
+
+def argument_of(call: ast.Call, name: str) -> ast.expr | None | Unknown:
+    """A keyword-only argument of a call that is not a DataLoader (UNKNOWN behind `**`)."""
+    kw = keyword(call, name)
+    if kw is not None:
+        return kw.value
+    return UNKNOWN if any(k.arg is None for k in call.keywords) else None
 
 
 def argument(loader: ast.Call, name: str) -> ast.expr | None | Unknown:
@@ -180,5 +234,5 @@ def _contains(outer: ast.AST, inner: ast.AST) -> bool:
     return o_start <= i_start <= o_end
 
 
-__all__ = ["loader_batch_move", "fed_loaders", "argument", "literal", "choices", "pins_memory", "host_copy_may_be_mutated",
+__all__ = ["loader_batch_move", "fed_loaders", "accelerate_prepared", "argument_of", "PreparedLoaders", "argument", "literal", "choices", "pins_memory", "host_copy_may_be_mutated",
            "in_memory_dataset", "UNKNOWN", "has_star"]

@@ -3,18 +3,23 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.syntax import dotted
 from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._loaders import choices, host_copy_may_be_mutated, loader_batch_move, pins_memory
-from ._moves import has_star, is_true, keyword
+from ._loaders import (UNKNOWN, accelerate_prepared, argument_of, choices, host_copy_may_be_mutated, loader_batch_move,
+                       pins_memory)
+from ._moves import has_star, is_false, is_true, keyword
 
 
 class BlockingHostToDeviceCopy(Rule):
     """## What it does
     Checks for `.to(device)` and `.cuda()` of a batch from a `DataLoader(..., pin_memory=True)`
-    without `non_blocking=True`, in code that runs every step. A loader pinned through a
+    without `non_blocking=True`, in code that runs every step, and for such a loader handed to
+    Hugging Face accelerate's `accelerator.prepare(...)` with an `Accelerator(...)` of the same
+    file that is not given `dataloader_config=DataLoaderConfiguration(non_blocking=True)`:
+    accelerate's loader then copies each batch with `non_blocking=False` (its default). A loader pinned through a
     `**kwargs` dict of the same function counts when some path pins it and every path's
     value is known (`if use_cuda: kwargs.update({"pin_memory": True})`).
 
@@ -69,6 +74,7 @@ class BlockingHostToDeviceCopy(Rule):
     family = "data"
     fix_availability = FixAvailability.SOMETIMES
     triggers = (b"pin_memory",)
+    hot_only = False  # `accelerator.prepare(loader)` is set-up code; batch moves count only when hot
     invalid = [
         Invalid(
             """
@@ -240,6 +246,21 @@ class BlockingHostToDeviceCopy(Rule):
             note="a factory returning the loader, kept on `self` in `setup()`, the device from "
                  "`torch.accelerator.current_accelerator()`",
         ),
+        Invalid(
+            """
+            import accelerate
+            from torch.utils import data
+
+            accelerator = accelerate.Accelerator(gradient_accumulation_steps=1, mixed_precision="bf16")
+            train_dl = data.DataLoader(train_set, batch_size=32, shuffle=True, num_workers=8, pin_memory=True)
+            inner_model, opt, train_dl = accelerator.prepare(inner_model, opt, train_dl)
+            for batch in train_dl:
+                loss = inner_model(batch).mean()
+                accelerator.backward(loss)
+                opt.step()
+            """,
+            note="accelerate copies a pinned loader's batches with `non_blocking=False` unless configured (k-diffusion)",
+        ),
     ]
     valid = [
         Valid(
@@ -310,6 +331,19 @@ class BlockingHostToDeviceCopy(Rule):
             """,
             note="the factory's pin_memory is a variable: not known to be pinned",
         ),
+        Valid(
+            """
+            from accelerate import Accelerator, DataLoaderConfiguration
+            from torch.utils.data import DataLoader
+
+            accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(non_blocking=True))
+            loader = DataLoader(dataset, batch_size=32, pin_memory=True)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                accelerator.backward(model(**batch).loss)
+            """,
+            note="accelerate told to copy the pinned batches asynchronously",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -336,7 +370,14 @@ class BlockingHostToDeviceCopy(Rule):
         compare="close",
     )
 
+    accelerate_message = ("accelerate copies the batches of this pinned loader with `non_blocking=False`, blocking the "
+                          "CPU every step; pass `dataloader_config=DataLoaderConfiguration(non_blocking=True)` to "
+                          "`Accelerator`")
+
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
+        if not ctx.hot:
+            self._accelerate_prepare(node, ctx)
+            return
         found = loader_batch_move(node, ctx, foreign=True)  # a pinned loader of another file too
         if found is None:
             return
@@ -355,3 +396,20 @@ class BlockingHostToDeviceCopy(Rule):
                 fix = ctx.fix(Applicability.SAFE if safe else Applicability.UNSAFE,
                               "Pass `non_blocking=True`", [edit])
         ctx.report(node, fix=fix)
+
+    def _accelerate_prepare(self, node: ast.Call, ctx: RuleContext) -> None:
+        """`accelerator.prepare(..., loader)` of a pinned loader, with an `Accelerator(...)` of
+        this file that does not ask for non-blocking copies."""
+        prepared = accelerate_prepared(node, ctx)
+        if prepared is None or prepared.accelerator is None or not any(map(pins_memory, prepared.loaders)):
+            return
+        config = argument_of(prepared.accelerator, "dataloader_config")
+        if config is UNKNOWN:
+            return
+        if config is not None:
+            if not (isinstance(config, ast.Call) and dotted(config.func).endswith("DataLoaderConfiguration")):
+                return  # a config made elsewhere: not read
+            non_blocking = argument_of(config, "non_blocking")
+            if non_blocking is UNKNOWN or (non_blocking is not None and not is_false(non_blocking)):
+                return
+        ctx.report(node, self.accelerate_message)

@@ -7,14 +7,15 @@ from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._loaders import POSITIONS, UNKNOWN, argument, choices, fed_loaders
+from ._loaders import POSITIONS, UNKNOWN, accelerate_prepared, argument, choices, fed_loaders
 
 
 class DataLoaderWithoutPinMemory(Rule):
     """## What it does
     Checks for a `torch.utils.data.DataLoader(...)` without `pin_memory=True` whose batches
     are copied to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
-    in code that loop calls).
+    in code that loop calls), or that is handed to Hugging Face accelerate's
+    `accelerator.prepare(...)`, whose loader copies every batch to the device.
 
     The finding is on the `DataLoader(...)` call. A loader whose `pin_memory` is a variable
     (`pin_memory=torch.cuda.is_available()`), or that gets its arguments from a `**kwargs`
@@ -66,6 +67,7 @@ class DataLoaderWithoutPinMemory(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_reveals = ("PFL105",)  # the loop's copies from pinned memory can then be non-blocking
     triggers = (b"DataLoader",)
+    hot_only = False  # `accelerator.prepare(loader)` is set-up code; batch moves count only when hot
     invalid = [
         Invalid(
             """
@@ -154,6 +156,32 @@ class DataLoaderWithoutPinMemory(Rule):
             note="settings in a dict without `pin_memory`, the loader on `self`, the device "
                  "from `torch.accelerator`: reported, not fixed (the dict is the place to fix)",
         ),
+        Invalid(
+            """
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+            accelerator = Accelerator(mixed_precision="bf16")
+            train_dataloader = DataLoader(train_ds, batch_size=8)
+            model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+            for batch in train_dataloader:
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+            """,
+            fixed="""
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+            accelerator = Accelerator(mixed_precision="bf16")
+            train_dataloader = DataLoader(train_ds, batch_size=8, pin_memory=True)
+            model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+            for batch in train_dataloader:
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+            """,
+            unsafe_fixes=True,
+            note="a loader handed to `accelerator.prepare()`, which copies every batch to the device",
+        ),
     ]
     valid = [
         Valid(
@@ -202,6 +230,19 @@ class DataLoaderWithoutPinMemory(Rule):
             """,
             note="pinned on the accelerator path",
         ),
+        Valid(
+            """
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+            accelerator = Accelerator(cpu=True)
+            loader = DataLoader(dataset, batch_size=32)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                accelerator.backward(model(**batch).loss)
+            """,
+            note="an Accelerator on the CPU (or with `device_placement=False`) moves nothing to a GPU",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -222,7 +263,11 @@ class DataLoaderWithoutPinMemory(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        for loader in fed_loaders(node, ctx):
+        if ctx.hot or ctx.loaders_fed_by(node):  # a move, or a call handing a loader to one
+            for loader in fed_loaders(node, ctx):
+                self._check(loader, ctx)
+        prepared = accelerate_prepared(node, ctx)  # set-up code: once, for every step after
+        for loader in prepared.loaders if prepared is not None else ():
             self._check(loader, ctx)
 
     def _check(self, loader: ast.Call, ctx: RuleContext) -> None:
