@@ -172,3 +172,54 @@ def test_a_tensor_built_on_a_cache_miss_is_built_once_per_key():
 def test_a_tensor_built_whenever_a_lookup_misses_without_storing_is_reported():
     found = _found(_CONSTANT_CACHE.format(store="pass"))
     assert (12, "PFL101") in found, found
+
+
+_SOLVER = """
+    import torch
+    from torch import nn
+
+
+    class DPMSolver(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def t(self, sigma):
+            return -sigma.log()
+
+        def adaptive(self, x, t_start, t_end, h=0.05):
+            forward = t_end > t_start
+            s = t_start
+            while s < t_end - 1e-5 if forward else s > t_end + 1e-5:
+                t = torch.minimum(t_end, s + h) if forward else torch.maximum(t_end, s + h)
+                x = self.model(x, t)
+                s = t
+            return x
+
+
+    def sample_dpm_adaptive(model, x, sigma_min, sigma_max):
+        solver = DPMSolver(model)
+        return solver.adaptive(x, solver.t(torch.tensor(sigma_max{device})), solver.t(torch.tensor(sigma_min{device})))
+"""
+
+
+def _found_with(source: str, select: list[str]) -> set[tuple[int, str]]:
+    source = textwrap.dedent(source).lstrip()
+    return {(d.location.row, d.code) for d in check_source(source, "sampling.py", select=select)}
+
+
+def test_a_solver_stepping_cpu_tensors_is_silent_whatever_rules_are_selected():
+    """k-diffusion's adaptive DPM solver steps the times `torch.tensor(sigma)` made on the
+    CPU: its `while s < t_end` waits for no GPU. A build that visited `accelerator.prepare`
+    in set-up code reported it (3 PFL206) once a data rule was selected too: what one rule
+    reports must not depend on which others run."""
+    source = _SOLVER.format(device="")
+    for select in (["PFL206"], ["PFL206", "PFL104", "PFL105"], ["ALL"]):
+        assert not {f for f in _found_with(source, select) if f[1] == "PFL206"}, select
+
+
+def test_a_solver_stepping_device_tensors_is_reported_whatever_rules_are_selected():
+    source = _SOLVER.format(device=", device=x.device")
+    found = [{f for f in _found_with(source, select) if f[1] == "PFL206"}
+             for select in (["PFL206"], ["PFL206", "PFL104", "PFL105"], ["ALL"])]
+    assert found[0] == found[1] == found[2] == {(16, "PFL206"), (17, "PFL206")}

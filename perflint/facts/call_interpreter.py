@@ -165,6 +165,8 @@ class CallInterpreter(ExpressionInterpreter):
         kind = recv.kind
         if kind is Kind.REF:
             return self._qualified_call(f"{recv.ref}.{name}", node, args, kwargs)
+        if name in ("prepare", "prepare_data_loader") and recv.ref == _ACCELERATOR:
+            self._note_accelerate_prepare(node, args)
         if name == "backward" or name == "zero_grad":
             self._mark_step(trains=True, updates=name == "backward")
         elif name == "step" and (kind is Kind.OPTIMIZER or is_optimizer_step_receiver(func.value)):
@@ -448,6 +450,20 @@ class CallInterpreter(ExpressionInterpreter):
         value = self._decoder().value(returns, passed, returned=(qualname, -1))
         return value if value.kind is not Kind.UNKNOWN or value.ref else None
 
+    def _note_accelerate_prepare(self, node: ast.Call, args: list[Value]) -> None:
+        """`accelerator.prepare(model, optimizer, loader)`: accelerate's loader copies every
+        batch to the device, so the call feeds the loaders of this file it is handed (their
+        settings are reported there; `RuleContext.loaders_fed_by`)."""
+        loaders = [a.origin for a in args if a.kind is Kind.LOADER and isinstance(a.origin, ast.Call)
+                   and not made_elsewhere(a.origin)]
+        if not loaders:
+            return
+        cross = self.file.cross
+        cross.feeding.add(id(self.func))
+        if self.reporting:
+            found = cross.fed.setdefault(node, [])
+            found.extend(origin for origin in loaders if origin not in found)
+
     def _assigns_a_loader(self) -> bool:
         """`train_loader, val_loader = build_loaders(cfg)`: the statement names a loader, so
         what the call returns (the loader's settings) matters where it is iterated."""
@@ -688,6 +704,9 @@ def _deviceless_tensor(value: Value) -> bool:
     if value.kind is Kind.SEQ and value.items is not None:
         return any(item.kind is Kind.TENSOR and item.device is None for item in value.items)
     return False
+
+
+_ACCELERATOR = PROJECT_CLASS + "accelerate.Accelerator"  # the value of `accelerate.Accelerator(...)`
 
 
 def _passes_loader(args: list[Value], kwargs: dict[str | None, Value]) -> bool:

@@ -50,8 +50,11 @@ def loader_batch_move(call: ast.Call, ctx: RuleContext, *, foreign: bool = False
 
 def fed_loaders(call: ast.Call, ctx: RuleContext) -> list[ast.Call]:
     """The DataLoader calls of this file whose batches `call` moves to a device every step:
-    the loader of the batch it moves, or the loaders it hands to a function of another file
-    that moves their batches every step."""
+    the loader of the batch it moves, the loaders it hands to a function of another file
+    that moves their batches every step, or to accelerate's `prepare()`."""
+    prepared = accelerate_prepared(call, ctx)
+    if prepared is not None:  # `accelerator.prepare(loader)` (none when it moves nothing to a GPU)
+        return prepared.loaders
     found = loader_batch_move(call, ctx)
     loaders = [found[1]] if found is not None else []
     return loaders + [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
@@ -74,25 +77,53 @@ class PreparedLoaders:
 
 
 def accelerate_prepared(call: ast.Call, ctx: RuleContext) -> PreparedLoaders | None:
-    """`accelerator.prepare(..., loader, ...)` with device placement on: the loaders whose
-    batches accelerate copies to the device every step."""
+    """For `accelerator.prepare(..., loader, ...)`, the loaders whose batches accelerate copies
+    to the device every step (none when device placement is off); None for any other call."""
     if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("prepare", "prepare_data_loader"):
         return None
     if ctx.value(call.func.value).ref != _ACCELERATOR and ctx.call_name(call) not in _ACCELERATE_PREPARE:
         return None
-    if keyword(call, "device_placement") is not None or has_star(call):
-        return None  # placement chosen per object: not read
     accelerator = _accelerator_call(ctx)
+    if keyword(call, "device_placement") is not None or has_star(call):
+        return PreparedLoaders([], accelerator)  # placement chosen per object: not read
     if accelerator is not None and (literal(argument_of(accelerator, "device_placement")) is False
                                     or literal(argument_of(accelerator, "cpu")) is True):
-        return None
+        return PreparedLoaders([], accelerator)
     loaders = []
     for arg in call.args:
         value = ctx.value(arg)
         if value.kind is Kind.LOADER and isinstance(value.origin, ast.Call) and not made_elsewhere(value.origin) \
-                and dotted(value.origin.func).endswith("DataLoader"):
+                and dotted(value.origin.func).endswith("DataLoader") and not _python_items(value.origin, ctx):
             loaders.append(value.origin)
-    return PreparedLoaders(loaders, accelerator) if loaders else None
+    return PreparedLoaders(loaders, accelerator)
+
+
+# What a dataset's `__getitem__` may call and still hand out Python values only.
+_PYTHON_ITEM_CALLS = frozenset({"dict", "list", "tuple", "str", "int", "float", "len", "range", "min", "max"})
+
+
+def _python_items(loader: ast.Call, ctx: RuleContext) -> bool:
+    """`DataLoader(PromptDataset(prompt, n))` with a dataset class of this file whose
+    `__getitem__` calls nothing but builtins (`{"prompt": self.prompt, "index": index}`): its
+    batches are strings and a few ints, nothing worth pinning (DreamBooth's class-image
+    prompts)."""
+    given = loader.args[0] if loader.args else keyword(loader, "dataset")
+    dataset = given.value if isinstance(given, ast.keyword) else given
+    if isinstance(dataset, ast.Name):  # `sample_dataset = PromptDataset(...)` just before
+        scope: ast.AST | None = ctx.parent(loader)
+        while scope is not None and not isinstance(scope, _SCOPES):
+            scope = ctx.parent(scope)
+        made = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == dataset.id for t in n.targets)] if scope else []
+        dataset = made[0] if len(made) == 1 else None
+    if not (isinstance(dataset, ast.Call) and isinstance(dataset.func, ast.Name)):
+        return False
+    classes = [n for n in ctx.module_node.body if isinstance(n, ast.ClassDef) and n.name == dataset.func.id]
+    methods = [m for c in classes for m in c.body if isinstance(m, ast.FunctionDef) and m.name == "__getitem__"]
+    if len(methods) != 1:
+        return False
+    return all(isinstance(n.func, ast.Name) and n.func.id in _PYTHON_ITEM_CALLS
+               for n in ast.walk(methods[0]) if isinstance(n, ast.Call))
 
 
 def _accelerator_call(ctx: RuleContext) -> ast.Call | None:

@@ -74,7 +74,6 @@ class BlockingHostToDeviceCopy(Rule):
     family = "data"
     fix_availability = FixAvailability.SOMETIMES
     triggers = (b"pin_memory",)
-    hot_only = False  # `accelerator.prepare(loader)` is set-up code; batch moves count only when hot
     invalid = [
         Invalid(
             """
@@ -375,7 +374,7 @@ class BlockingHostToDeviceCopy(Rule):
                           "`Accelerator`")
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        if not ctx.hot:
+        if not ctx.hot:  # `accelerator.prepare(loader)`, visited as the call that feeds the loader
             self._accelerate_prepare(node, ctx)
             return
         found = loader_batch_move(node, ctx, foreign=True)  # a pinned loader of another file too

@@ -7,7 +7,7 @@ from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
-from ._loaders import POSITIONS, UNKNOWN, accelerate_prepared, argument, choices, fed_loaders
+from ._loaders import POSITIONS, UNKNOWN, argument, choices, fed_loaders
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -67,7 +67,6 @@ class DataLoaderWithoutPinMemory(Rule):
     fix_availability = FixAvailability.SOMETIMES
     fix_reveals = ("PFL105",)  # the loop's copies from pinned memory can then be non-blocking
     triggers = (b"DataLoader",)
-    hot_only = False  # `accelerator.prepare(loader)` is set-up code; batch moves count only when hot
     invalid = [
         Invalid(
             """
@@ -263,11 +262,7 @@ class DataLoaderWithoutPinMemory(Rule):
     )
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
-        if ctx.hot or ctx.loaders_fed_by(node):  # a move, or a call handing a loader to one
-            for loader in fed_loaders(node, ctx):
-                self._check(loader, ctx)
-        prepared = accelerate_prepared(node, ctx)  # set-up code: once, for every step after
-        for loader in prepared.loaders if prepared is not None else ():
+        for loader in fed_loaders(node, ctx):
             self._check(loader, ctx)
 
     def _check(self, loader: ast.Call, ctx: RuleContext) -> None:

@@ -12,7 +12,7 @@ class DataLoaderWithoutWorkers(Rule):
     """## What it does
     Checks for a `torch.utils.data.DataLoader(...)` without `num_workers > 0` whose batches
     are moved to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
-    in code that loop calls).
+    in code that loop calls, or by Hugging Face accelerate after `accelerator.prepare(loader)`).
 
     The finding is on the `DataLoader(...)` call. Settings given as `**kwargs` from a dict
     built in the same function (`kwargs = {...}`, then `kwargs.update({...})` or
