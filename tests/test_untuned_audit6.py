@@ -223,3 +223,59 @@ def test_a_solver_stepping_device_tensors_is_reported_whatever_rules_are_selecte
     found = [{f for f in _found_with(source, select) if f[1] == "PFL206"}
              for select in (["PFL206"], ["PFL206", "PFL104", "PFL105"], ["ALL"])]
     assert found[0] == found[1] == found[2] == {(16, "PFL206"), (17, "PFL206")}
+
+
+_VARIABLE = """
+    import torch
+    from torch.autograd import Variable
+
+    x = Variable(torch.randn(64, 1000){device}, requires_grad=False)
+    w = Variable(torch.randn(1000, 10){device}, requires_grad=True)
+    optimizer = torch.optim.SGD([w], lr=1e-6)
+    for t in range(500):
+        loss = x.mm(w).pow(2).sum()
+        print("Iter {{}} loss: {{}}".format(t, loss.data[0]))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_variable_of_a_cpu_tensor_stays_on_the_cpu():
+    """tacotron2's loss_scaler.py smoke test wraps CPU tensors in `Variable(...)` (torch <
+    0.4): the Variable is the tensor, where it lives; formatting its loss waits for no GPU."""
+    found = _found(_VARIABLE.format(device=""))
+    assert (9, "PFL210") not in found, found
+
+
+def test_a_variable_of_a_device_tensor_is_on_the_device():
+    found = _found(_VARIABLE.format(device=".cuda()"))
+    assert (9, "PFL210") in found, found
+
+
+def test_a_train_step_that_loops_over_its_optimizers_is_still_one_step():
+    """audiolm-pytorch's `SoundStreamTrainer.train_step()` steps each discriminator's optimizer
+    in a loop: it is still one step (by its name), not a training loop."""
+    found = _found("""
+        import torch
+        from torch import nn
+
+
+        class SoundStreamTrainer(nn.Module):
+            def __init__(self, model, optims):
+                super().__init__()
+                self.model, self.optims = model, optims
+                self.register_buffer("steps", torch.tensor(0))
+
+            def train_step(self):
+                steps = int(self.steps.item())
+                for _ in range(self.grad_accum_every):
+                    wave, = next(self.dl_iter)
+                    self.model(wave).backward()
+                for opt in self.optims:
+                    opt.step()
+                    opt.zero_grad()
+                self.steps.add_(1)
+                return steps
+    """)
+    assert (12, "PFL201") in found, found

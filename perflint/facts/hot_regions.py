@@ -58,10 +58,11 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
         if hook is not None:
             framework, unit = hook
             return f"{framework} `{cls.name}.{name}` runs every {unit}"
-        if (name in HOT_METHODS or name.startswith("forward_")) and (cls.is_module or imports_torch) \
-                and not func.loops_steps:
-            # (a trainer module whose `forward()` runs the training loop is not one step:
-            # its loop is, byol-pytorch's `BYOLTrainer.forward`)
+        forward = name == "forward" or name.startswith("forward_")
+        if (name in HOT_METHODS or forward) and (cls.is_module or imports_torch) \
+                and not (forward and func.loops_steps):
+            # (a trainer module whose `forward()` runs the training loop is not one step: its
+            # loop is, byol-pytorch's `BYOLTrainer.forward`; a `train_step` is one by its name)
             return f"`{cls.name}.{name}` runs every step"
         if name == "__call__" and cls.is_loss:
             return f"loss `{cls.name}.__call__`"

@@ -231,6 +231,8 @@ def torch_function_value(
         value = _torch_top_level(name, call, args, resolve)
         return function_result_dims(name, call, args, value, legacy=name in LEGACY_CONSTRUCTORS)
     sub = parts[1]
+    if sub == "autograd" and name == "Variable":  # (torch < 0.4) the tensor itself, where it lives
+        return args[0] if args and args[0].kind is Kind.TENSOR else TENSOR
     if any(part.startswith("_") and not part.startswith("__") for part in parts[1:-1]):
         return UNKNOWN  # a private helper (`F._Reduction.get_enum(...)` is an int): no guess
     if sub == "nn":

@@ -125,6 +125,23 @@ class ModuleMoveInLoop(Rule):
             """,
             note="a one-time move guarded by the first step; a dtype-only conversion",
         ),
+        Valid(
+            """
+            import torch.nn as nn
+
+            class ContrastiveLoss(nn.Module):
+                def __init__(self, reduction="mean"):
+                    super().__init__()
+                    self.reduction = reduction
+
+                def forward(self, inputs, targets):
+                    return nn.CrossEntropyLoss(reduction=self.reduction).cuda()(inputs, targets)
+
+            for x, y in loader:
+                loss = ContrastiveLoss()(model(x.cuda()), y.cuda())
+            """,
+            note="a loss without `weight=` has no parameters or buffers: the move copies nothing (SlowFast)",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -151,8 +168,31 @@ class ModuleMoveInLoop(Rule):
         if ctx.value(receiver).kind is not Kind.MODULE:
             return
         fresh = isinstance(receiver, ast.Call)  # `nn.BCEWithLogitsLoss(pos_weight=w).to(device)`
+        if fresh and _stateless(receiver, ctx):
+            return  # `nn.CrossEntropyLoss(reduction=r).cuda()`: nothing to copy
         if _moves_device(node, name, ctx):
             if fresh:
                 ctx.report(node, self.built_message, call=f"{ctx.text(receiver.func)}(...).{name}()")
             else:
                 ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
+
+
+# torch.nn modules without parameters or buffers unless given a tensor (a loss's `weight=`):
+# moving one copies nothing.
+_STATELESS = frozenset(f"torch.nn.{name}" for name in """
+    CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss MSELoss L1Loss SmoothL1Loss HuberLoss KLDivLoss
+    CTCLoss CosineEmbeddingLoss MarginRankingLoss TripletMarginLoss SoftMarginLoss MultiLabelSoftMarginLoss
+    MultiMarginLoss PoissonNLLLoss GaussianNLLLoss HingeEmbeddingLoss MultiLabelMarginLoss CosineSimilarity
+    PairwiseDistance ReLU ReLU6 LeakyReLU GELU SiLU Sigmoid Tanh Softmax LogSoftmax ELU Mish Hardswish
+    Hardtanh Softplus Identity Dropout Dropout1d Dropout2d Dropout3d Flatten Unflatten MaxPool1d MaxPool2d
+    MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d
+    AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d Upsample PixelShuffle PixelUnshuffle""".split())
+
+
+def _stateless(call: ast.Call, ctx: RuleContext) -> bool:
+    """A torch.nn module with nothing to move: a stateless class given no tensor argument."""
+    if ctx.call_name(call) not in _STATELESS:
+        return False
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    return not any(isinstance(a, ast.Starred) for a in call.args) and all(k.arg is not None for k in call.keywords) \
+        and all(isinstance(a, ast.Constant) or ctx.value(a).kind is Kind.PYTHON for a in arguments)
