@@ -256,6 +256,8 @@ class CallInterpreter(ExpressionInterpreter):
             summarized = self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
             if summarized is not None:
                 return summarized
+            if name in ("to", "cuda", "train", "eval"):
+                return recv  # `Generator(h).to(device)` (nn.Module's, or a structure's own `to`): the same class
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:

@@ -149,8 +149,8 @@ class Frame:
         if isinstance(default, ast.Constant) and default.value is not None:
             return PYTHON  # `local_loss=False` is a flag, whatever its name says
         hint = hint_for_name(arg.arg, parameter=True)
-        if hint is not None:
-            return hint
+        if hint is not None and not (hint.kind is Kind.TENSOR and self.func.name == "__init__"):
+            return hint  # (a constructor's `fmax_loss`, `aux_loss` is a setting, not a loss tensor)
         if default is not None:
             if isinstance(default, ast.Constant):
                 return NONE

@@ -670,7 +670,20 @@ def is_failure_guard(node: ast.If) -> bool:
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     if negated and _is_all_check(test.operand):
         return terminates(node.body) is not None or any(_reports_failure(s) for s in node.body)
+    if _is_range_check(test):  # `if torch.min(y) < -1.: print(...)` (hifi-gan's mel input)
+        return terminates(node.body) is not None or all(_reports_failure(s) for s in node.body)
     return False
+
+
+def _is_range_check(node: ast.expr) -> bool:
+    """`torch.min(y) < -1.`, `x.max() > 1.0`: an extreme of a tensor against a number."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
+        return False
+    sides = (node.left, node.comparators[0])
+    bound = any(isinstance(s, ast.Constant) or (isinstance(s, ast.UnaryOp) and isinstance(s.operand, ast.Constant))
+                for s in sides)
+    return bound and any(_call_name(s) in ("min", "max", "amin", "amax") for s in sides)
 
 
 def _call_name(node: ast.expr) -> str:

@@ -499,6 +499,12 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
                 and not (result.ref or "").startswith(PROJECT_CLASS):
             result = annotated(func) or result
         returns = code_of(result, func)
+        cls = func.cls
+        if func.name == "forward" and cls is not None and cls.is_module and cls.lookup_method("__call__") is None:
+            # Calling `Generator(h).to(device)` in another file runs this: a model's output,
+            # even when it says no more than "a tensor" (a class whose name does not say
+            # "module" is otherwise an object of unknown kind there)
+            out.append(f"{cls.name}.__call__={returns if informative(returns) else 't'}")
         if not informative(returns) or not returns.strip(PLAIN):
             returns = NOTHING
         if returns == NOTHING and key not in moved:
