@@ -39,8 +39,13 @@ _METHODS = frozenset({
     "permute", "flatten", "triu", "tril", "clone", "contiguous", "flip", "roll", "cumsum", "float", "long",
     "int", "bool", "half", "double", "short", "byte", "bfloat16", "masked_fill", "fill_diagonal_", "exp", "log",
     "sqrt", "abs", "neg", "clamp", "clamp_min", "clamp_max", "fmod", "remainder", "pow", "mul", "add", "sub",
-    "div", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "sum", "mean", "max", "min", "outer",
+    "div", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "sum", "mean", "max", "min", "outer", "fill_",
+    "zero_",
 })
+# `torch.FloatTensor(b, h)`: a legacy constructor given sizes (Python ints) builds an
+# uninitialised host tensor, like `torch.empty`.
+_LEGACY_SIZED = frozenset({"FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
+                           "ByteTensor", "CharTensor", "BoolTensor", "Tensor"})
 _MAX_DEPTH = 6
 
 
@@ -115,6 +120,8 @@ def host_factory_call(node: ast.expr, ctx: RuleContext) -> ast.Call | None:
     if not isinstance(node, ast.Call):
         return None
     qualname = ctx.call_name(node) or ""
+    if qualname[6:] in _LEGACY_SIZED and qualname.startswith("torch.") and node.args and not node.keywords:
+        return node if all(_python(a, ctx) for a in node.args) else None  # sizes, not data
     if not qualname.startswith("torch.") or qualname[6:] not in HOST_FACTORIES:
         return None
     if keyword(node, "device") is not None or keyword(node, "out") is not None:

@@ -426,6 +426,23 @@ class CreateThenMove(Rule):
             count=3,
             note="a join of a comprehension, a chain of shape methods, a comparison: all made of factories (SimCLR)",
         ),
+        Invalid(
+            """
+            import torch
+
+            device = torch.device("cuda")
+
+            class Attention(torch.nn.Module):
+                def forward(self, batch_H, text, batch_max_length=25):
+                    batch_size = batch_H.size(0)
+                    num_steps = batch_max_length + 1
+                    output_hiddens = torch.FloatTensor(batch_size, num_steps, 256).fill_(0).to(device)
+                    one_hot = torch.FloatTensor(batch_size, 38).zero_().to(device)
+                    return output_hiddens, one_hot
+            """,
+            count=2,
+            note="a legacy constructor given sizes, then filled, then moved (deep-text-recognition-benchmark): no fix",
+        ),
     ]
     valid = [
         Valid(
