@@ -18,7 +18,8 @@ from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
 from .hints import hint_for_name, is_module_base
 from .hot_regions import parameter_defaults
-from .hotness import WORKER_HANDOFFS, is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver
+from .hotness import (WORKER_HANDOFFS, is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver,
+                      receiver_name)
 from .loader_settings import attach as attach_loader_settings
 from .project_calls import (
     ASKS_FOR,
@@ -403,10 +404,10 @@ class CallInterpreter(ExpressionInterpreter):
         # (`train_loader = build_loader(cfg)`: its settings), or in what a function returns, when
         # another file asks for that function's summary ("qualname<Name", see
         # perflint.project.project_seeds).
-        if self._assigns_a_loader():
+        if self._assigns_a_loader() or _passes_loader(args, kwargs):
             cross.calls.add(qualname)
         elif self.mode != SUMMARY:
-            if self.hot or _passes_loader(args, kwargs):
+            if self.hot:
                 cross.calls.add(qualname)
             else:
                 cross.cold_calls.setdefault(id(self.func), set()).add(qualname)
@@ -441,8 +442,11 @@ class CallInterpreter(ExpressionInterpreter):
             if not isinstance(origin, ast.Call):
                 continue
             param = param_of(origin)
+            returned = returned_by(origin)
             if param is not None:  # a loader passed to this file: moved on its behalf
                 cross.moves.add(param)
+            elif returned is not None:  # `data = load_data(...)`, handed on: the file that builds it reports
+                cross.bound_calls.add(f"{returned[0]}({MOVES_RETURNED}{returned[1]})")
             elif not made_elsewhere(origin):
                 cross.feeding.add(id(self.func))
                 if self.reporting:
@@ -476,7 +480,9 @@ class CallInterpreter(ExpressionInterpreter):
             for name in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                 if isinstance(name, ast.Name) and (hint_for_name(name.id) or UNKNOWN).kind is Kind.LOADER:
                     return True
-        return False
+        # `data = load_data(data_dir=...)`: a function named for loading data (guided-diffusion)
+        call = stmt.value
+        return isinstance(call, ast.Call) and bool(_LOADER_FACTORY.match(receiver_name(call.func).lower()))
 
     def _decoder(self) -> Decoder:
         cross = self.file.cross
@@ -708,6 +714,7 @@ def _deviceless_tensor(value: Value) -> bool:
     return False
 
 
+_LOADER_FACTORY = re.compile(r"^_*(?:load|get|build|make|create|prepare|setup)_\w*(?:data|loader|batches)\w*$")
 _ACCELERATOR = PROJECT_CLASS + "accelerate.Accelerator"  # the value of `accelerate.Accelerator(...)`
 
 

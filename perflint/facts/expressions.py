@@ -331,9 +331,17 @@ class ExpressionInterpreter(Frame):
     def ev_Await(self, node: ast.Await) -> Value:
         return self.ev(node.value)
 
+    def returned_loaders(self, value: Value) -> None:
+        """What a function hands back to its callers (returned, or yielded from): the walker
+        notes the loaders its callers in other files move."""
+
     def ev_Yield(self, node: ast.Yield | ast.YieldFrom) -> Value:
         value = self.ev(node.value) if node.value is not None else NONE
         if isinstance(node, ast.YieldFrom):
+            if value.kind is Kind.LOADER:  # `load_data()`: a generator over the loader's batches
+                if self.mode == SUMMARY:
+                    self.func.yields_from = value
+                self.returned_loaders(value)
             value = element_of(value)
         if self.mode == SUMMARY:
             y = self.func.yields

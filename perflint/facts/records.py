@@ -74,6 +74,8 @@ class FunctionInfo:
     decorators: frozenset[str] = frozenset()
     returns: Value = NONE
     yields: Value | None = None
+    # `yield from loader` (in `while True:`): iterating the generator iterates the loader
+    yields_from: Value | None = None
     arg_values: dict[str, Value] = field(default_factory=dict)  # what callers pass (report pass)
     # What callers pass, as seen by the summary pass: a fallback for callers that the report
     # pass does not walk (cold code without loops, such as `main()`).
@@ -128,6 +130,8 @@ class FunctionInfo:
 
     @property
     def result(self) -> Value:
+        if self.yields_from is not None:
+            return self.yields_from
         if self.yields is not None:
             return seq_of(self.yields)
         return self.returns

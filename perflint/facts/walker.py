@@ -171,10 +171,10 @@ class Walker(DispatchInterpreter):
         if self.mode == SUMMARY:
             self.func.returns = join(self.func.returns, value)
             self._commit_self_attrs()  # this path's attributes: the merge drops its environment
-            self._note_returned_loaders(value)
+            self.returned_loaders(value)
         self._dispatch(node)
 
-    def _note_returned_loaders(self, value: Value) -> None:
+    def returned_loaders(self, value: Value) -> None:
         """`return train_ld, test_ld` from a function whose caller in another file moves the
         batches of the first every step: that `DataLoader(...)` call feeds the GPU (its
         settings are reported there, when the report pass walks it)."""
