@@ -279,3 +279,34 @@ def test_a_train_step_that_loops_over_its_optimizers_is_still_one_step():
                 return steps
     """)
     assert (12, "PFL201") in found, found
+
+
+_TWO_LOADERS = """
+    import torch
+    from torch.utils.data import DataLoader
+
+
+    def make_loader(ds, fast):
+        if fast:
+            loader = DataLoader(ds, batch_size=8, shuffle=False, {settings})
+        else:
+            loader = DataLoader(ds, batch_size=8, shuffle=True)
+        return loader
+
+
+    device = torch.device("cuda")
+    for x in make_loader(dataset, args.fast):
+        x = x.to(device)
+"""
+
+
+def test_loaders_built_alike_on_two_branches_are_both_reported():
+    """guided-diffusion's `load_data` builds `loader` on two branches that differ only in
+    `shuffle`: both calls are the loader the training loop moves."""
+    found = _found(_TWO_LOADERS.format(settings="drop_last=True"))
+    assert {(7, "PFL104"), (9, "PFL104")} <= found, found
+
+
+def test_loaders_built_differently_on_two_branches_are_not_guessed():
+    found = _found(_TWO_LOADERS.format(settings="num_workers=4, pin_memory=True"))
+    assert not {f for f in found if f[1] in ("PFL104", "PFL105")}, found

@@ -8,6 +8,7 @@ rules match on.
 
 from __future__ import annotations
 
+import ast
 import enum
 from dataclasses import dataclass, replace
 
@@ -235,8 +236,33 @@ def join(a: Value, b: Value) -> Value:
         loss=a.loss and b.loss,
         device=a.device if a.device == b.device else None,
         data=a.data and b.data,
-        origin=a.origin if a.origin is b.origin else None,
+        origin=a.origin if a.origin is b.origin else _same_loader(a, b),
     )
+
+
+# The DataLoader arguments the input-pipeline rules and the loader summaries read.
+_LOADER_SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "collate_fn")
+
+
+def _same_loader(a: Value, b: Value) -> object:
+    """`loader = DataLoader(ds, shuffle=False, num_workers=1)` on one branch and `... shuffle=True
+    ...` on the other (guided-diffusion's `load_data`): the first stands for both when they
+    agree on every setting the rules read (positionally given settings and `**` make it no)."""
+    if a.kind not in (Kind.LOADER, Kind.BATCH) or not isinstance(a.origin, ast.Call) \
+            or not isinstance(b.origin, ast.Call):
+        return None  # (a batch's origin is its loader's call)
+    return a.origin if same_loader_settings(a.origin, b.origin) else None
+
+
+def same_loader_settings(x: ast.Call, y: ast.Call) -> bool:
+    """Two `DataLoader(...)` calls of one function that differ at most in what no rule reads."""
+    if ast.dump(x.func) != ast.dump(y.func) or len(x.args) > 1 or len(y.args) > 1:
+        return False
+    # the dataset too: whether its items are tensors in memory, or Python values, is a setting
+    settings = [{k.arg: ast.dump(k.value) for k in call.keywords
+                 if k.arg is None or k.arg in _LOADER_SETTINGS or k.arg == "dataset"}
+                | {"dataset": ast.dump(a) for a in call.args} for call in (x, y)]
+    return settings[0] == settings[1] and None not in settings[0]
 
 
 def _tensor_data(value: Value) -> bool:

@@ -18,7 +18,7 @@ from perflint.facts.context import RuleContext
 from perflint.facts.loader_settings import ABSENT, UNREAD, star_settings
 from perflint.facts.summaries import made_elsewhere
 from perflint.facts.syntax import dotted
-from perflint.facts.values import Kind
+from perflint.facts.values import Kind, same_loader_settings
 
 from ._moves import Move, device_move, has_star, keyword, root_name, written_after
 
@@ -57,7 +57,33 @@ def fed_loaders(call: ast.Call, ctx: RuleContext) -> list[ast.Call]:
         return prepared.loaders
     found = loader_batch_move(call, ctx)
     loaders = [found[1]] if found is not None else []
-    return loaders + [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
+    loaders += [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
+    return loaders + [twin for loader in loaders for twin in _twins(loader, ctx) if twin not in loaders]
+
+
+def _twins(loader: ast.Call, ctx: RuleContext) -> list[ast.Call]:
+    """`loader = DataLoader(ds, shuffle=False, ...)` on one branch, `loader = DataLoader(ds,
+    shuffle=True, ...)` on the other, with the same settings: the analysis follows the first
+    for both (`perflint.facts.values.join`), the findings are on each."""
+    statement = ctx.parent(loader)
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)) or made_elsewhere(loader):
+        return []
+    scope: ast.AST | None = statement
+    while scope is not None and not isinstance(scope, _SCOPES):
+        scope = ctx.parent(scope)
+    if scope is None:
+        return []
+    name = statement.targets[0].id
+    found = []
+    for node in ast.walk(scope):
+        if node is statement or not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name) and target.id == name and isinstance(value, ast.Call) \
+                and same_loader_settings(loader, value):
+            found.append(value)
+    return found
 
 
 # `accelerator.prepare(model, optimizer, loader)`: accelerate wraps the loader in a
