@@ -404,8 +404,8 @@ class CallInterpreter(ExpressionInterpreter):
         # (`train_loader = build_loader(cfg)`: its settings), or in what a function returns, when
         # another file asks for that function's summary ("qualname<Name", see
         # perflint.project.project_seeds).
-        if self._assigns_a_loader() or _passes_loader(args, kwargs):
-            cross.calls.add(qualname)
+        if self._assigns_a_loader() or (_passes_loader(args, kwargs) and not self.file.test_file):
+            cross.calls.add(qualname)  # (a test hands a loader of five samples to the training helper)
         elif self.mode != SUMMARY:
             if self.hot:
                 cross.calls.add(qualname)
