@@ -233,6 +233,11 @@ class CallInterpreter(ExpressionInterpreter):
                 known = module_method_value(name)
                 if known.kind is not Kind.UNKNOWN:
                     return known
+                if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):  # `model.parse_batch(batch)`
+                    self._note_project_method(recv, name, node, args, kwargs)
+                    summarized = self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
+                    if summarized is not None:
+                        return summarized
             return self._call_hinted(name, args, node)
         if kind is Kind.NDARRAY:
             return ndarray_method_value(name)

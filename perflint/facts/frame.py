@@ -193,7 +193,9 @@ class Frame:
     def bind(self, name: str, value: Value) -> None:
         if value.kind is Kind.UNKNOWN:
             hint = hint_for_name(name)
-            if hint is not None:
+            if hint is not None and hint.kind is Kind.MODULE and (value.ref or "").startswith(PROJECT_CLASS):
+                value = Value(Kind.MODULE, ref=value.ref)  # `model = load_model(h)`: a module of that class
+            elif hint is not None:
                 value = hint
         self.env[name] = value
         if self.cls_scope is not None and self.mode == SUMMARY:

@@ -220,7 +220,10 @@ def join(a: Value, b: Value) -> Value:
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
     if a.kind is Kind.UNKNOWN:
-        return UNKNOWN_MAYBE_PYTHON if _MAYBE_PYTHON in (a.ref, b.ref) else UNKNOWN
+        if _MAYBE_PYTHON in (a.ref, b.ref):
+            return UNKNOWN_MAYBE_PYTHON
+        wrapped = _wrapped_instance(a, b)
+        return Value(Kind.UNKNOWN, ref=wrapped) if wrapped is not None else UNKNOWN
     elem = _join_opt(a.elem, b.elem)
     if a.kind in (Kind.SEQ, Kind.PYTHON) and elem is None:
         # `[]` before a loop that appends (`{}` before one that stores): what was added
@@ -232,12 +235,22 @@ def join(a: Value, b: Value) -> Value:
         has_dims=a.has_dims and b.has_dims,
         elem=elem,
         items=items,
-        ref=a.ref if a.ref == b.ref else None,
+        ref=a.ref if a.ref == b.ref else _wrapped_instance(a, b),
         loss=a.loss and b.loss,
         device=a.device if a.device == b.device else None,
         data=a.data and b.data,
         origin=a.origin if a.origin is b.origin else _same_loader(a, b),
     )
+
+
+def _wrapped_instance(a: Value, b: Value) -> str | None:
+    """`model = Tacotron2(h).cuda()`, then `if distributed: model = apply_gradient_allreduce(model)`
+    (or `torch.compile(model)`), whose result says nothing: still an instance of the project's
+    class ("@module.Class"), whose methods are the ones called."""
+    if a.kind not in (Kind.MODULE, Kind.UNKNOWN):
+        return None
+    known = a.ref if b.ref is None else b.ref if a.ref is None else None
+    return known if known is not None and known.startswith("@") else None
 
 
 # The DataLoader arguments the input-pipeline rules and the loader summaries read.
