@@ -310,3 +310,32 @@ def test_loaders_built_alike_on_two_branches_are_both_reported():
 def test_loaders_built_differently_on_two_branches_are_not_guessed():
     found = _found(_TWO_LOADERS.format(settings="num_workers=4, pin_memory=True"))
     assert not {f for f in found if f[1] in ("PFL104", "PFL105")}, found
+
+
+_LEGACY_CUDA = """
+    import numpy as np
+    import torch
+    from torch.autograd import Variable
+
+    cuda = True if torch.cuda.is_available() else False
+    Tensor = {tensor_type}
+    dataloader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True)
+    for epoch in range(200):
+        for i, (imgs, _) in enumerate(dataloader):
+            real_imgs = Variable(imgs.type(Tensor))
+            loss = discriminator(real_imgs).mean()
+            loss.backward()
+            optimizer_D.step()
+"""
+
+
+def test_a_batch_cast_to_a_cuda_tensor_type_is_a_copy_to_the_gpu():
+    """PyTorch-GAN's `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, then
+    `imgs.type(Tensor)`: every batch is copied to the GPU, from pageable memory here."""
+    found = _found(_LEGACY_CUDA.format(tensor_type="torch.cuda.FloatTensor if cuda else torch.FloatTensor"))
+    assert (7, "PFL104") in found, found
+
+
+def test_a_batch_cast_to_a_host_tensor_type_stays_on_the_host():
+    found = _found(_LEGACY_CUDA.format(tensor_type="torch.FloatTensor"))
+    assert (7, "PFL104") not in found, found

@@ -540,6 +540,8 @@ class CallInterpreter(ExpressionInterpreter):
                     device = torch_call_device(qualname[6:], node, args, self.qualname, self.value)
                 elif qualname in MODULE_STATE_CONSTRUCTORS:
                     device = None
+                elif value.device is not None:  # `torch.cuda.FloatTensor(...)`
+                    device = value.device
                 else:
                     device = merged_device(args)
                 value = value.with_device(device)

@@ -308,6 +308,8 @@ def torch_function_value(
             return Value(Kind.DEVICE, device="accel")
         if sub == "distributed":
             return PYTHON if name in _DISTRIBUTED_QUERIES else UNKNOWN
+        if sub == "cuda" and name in LEGACY_CONSTRUCTORS:  # `torch.cuda.FloatTensor(...)`: made there
+            return Value(Kind.TENSOR, device="cuda")
         return PYTHON
     if name in ("Tensor", "FloatTensor", "LongTensor", "BoolTensor", "IntTensor",
                 "DoubleTensor", "HalfTensor", "ByteTensor", "BFloat16Tensor"):
@@ -708,6 +710,8 @@ def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_
         return recv.device
     if name in ("type_as",):
         return None
+    if name == "type" and call.args and (resolve(call.args[0]) or "").startswith("torch.cuda."):
+        return "cuda"  # `imgs.type(torch.cuda.FloatTensor)`: a copy to the GPU
     return recv.device
 
 

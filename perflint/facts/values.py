@@ -216,6 +216,12 @@ def join(a: Value, b: Value) -> Value:
         if Kind.UNKNOWN in kinds and (a.not_tensor or b.not_tensor):
             return UNKNOWN_MAYBE_PYTHON
         return UNKNOWN
+    if a.kind is Kind.REF and a.ref and b.ref:
+        # `torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the accelerator's, as for a device
+        for cuda, host in ((a, b), (b, a)):
+            if cuda.ref.startswith("torch.cuda.") and host.ref in (cuda.ref.replace("torch.cuda.", "torch.", 1),
+                                                                    "torch.Tensor"):
+                return cuda
     items = None
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))

@@ -110,13 +110,19 @@ def _cuda_device_text(node: ast.expr, ctx: RuleContext) -> str | None:
 
 def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
     """The move `call` makes, or None when it is not a move that may reach an accelerator."""
-    method = ctx.method_call(call, "cuda", "to", "type_as")
+    method = ctx.method_call(call, "cuda", "to", "type_as", "type")
     if method is None:
         return None
     receiver, name = method
     # `torch.Tensor.to(x, ...)`: the receiver is the first argument.
     args = list(call.args[1:]) if receiver is not getattr(call.func, "value", None) else list(call.args)
     star = has_star(call)
+    if name == "type":  # `imgs.type(Tensor)` with `Tensor = torch.cuda.FloatTensor` (torch < 0.4 code)
+        if not args or not (ctx.qualname(args[0]) or "").startswith("torch.cuda."):
+            return None
+        nb = keyword(call, "non_blocking")
+        return Move(call, receiver, name, '"cuda"', None, nb.value if nb else (args[1] if len(args) > 1 else None),
+                    False)
     if name == "cuda":
         device_arg = args[0] if args else (keyword(call, "device").value if keyword(call, "device") else None)
         nb = keyword(call, "non_blocking")

@@ -443,6 +443,20 @@ class CreateThenMove(Rule):
             count=2,
             note="a legacy constructor given sizes, then filled, then moved (deep-text-recognition-benchmark): no fix",
         ),
+        Invalid(
+            """
+            import numpy as np
+            import torch
+
+            cuda = True if torch.cuda.is_available() else False
+            Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+            for i, (imgs, _) in enumerate(dataloader):
+                z = Tensor(np.random.normal(0, 1, (imgs.shape[0], 100)))
+                valid = Tensor(imgs.size(0), 1).fill_(1.0)
+                loss = adversarial_loss(discriminator(generator(z)), valid)
+            """,
+            note="a CUDA legacy type given NumPy data (PyTorch-GAN): a copy every step; given sizes, it is made there",
+        ),
     ]
     valid = [
         Valid(
@@ -599,6 +613,12 @@ class CreateThenMove(Rule):
         """`torch.tensor(lengths, device=x.device)`: Python data built on the host every step
         and copied to the device (a constant is PFL106's)."""
         qualname = ctx.call_name(node)
+        if qualname and qualname.startswith("torch.cuda.") and qualname[11:] in LEGACY_CONSTRUCTORS and node.args:
+            # `Tensor(np.random.normal(0, 1, (b, d)))` with `Tensor = torch.cuda.FloatTensor`
+            data = ctx.value(node.args[0])
+            if data.kind is Kind.NDARRAY or (data.kind is Kind.SEQ and not maybe_accel_tensor(node.args[0], ctx)):
+                ctx.report(node, self.host_data_message, factory=ctx.text(node.func))
+            return
         if qualname not in ("torch.tensor", "torch.as_tensor") or not node.args:
             return
         device = keyword(node, "device")
