@@ -16,7 +16,7 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.facts.values import Kind
 
-from ._moves import keyword
+from ._moves import keyword, root_name
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -180,18 +180,12 @@ def written_host_built_only(name: str, assignment: ast.Assign, made: ast.Call, c
         if not isinstance(node, (ast.Assign, ast.AugAssign)) or (node.lineno, node.col_offset) <= start:
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        written = any(isinstance(t, ast.Subscript) and _root_name(t) == name for t in targets) or (
+        written = any(isinstance(t, ast.Subscript) and root_name(t) == name for t in targets) or (
             isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name)
         if written and not (_python(node.value, ctx)
                             or host_built(node.value, ctx, True, node, depth + 1, inside) is not None):
             return False
     return True
-
-
-def _root_name(node: ast.expr) -> str | None:
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def _host_built_call(node: ast.Call, ctx: RuleContext, names: bool, statement: ast.stmt | None,

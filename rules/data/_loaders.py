@@ -69,9 +69,7 @@ def _twins(loader: ast.Call, ctx: RuleContext) -> list[ast.Call]:
     if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name)) or made_elsewhere(loader):
         return []
-    scope: ast.AST | None = statement
-    while scope is not None and not isinstance(scope, _SCOPES):
-        scope = ctx.parent(scope)
+    scope = _enclosing_scope(statement, ctx)
     if scope is None:
         return []
     name = statement.targets[0].id
@@ -133,12 +131,9 @@ def _python_items(loader: ast.Call, ctx: RuleContext) -> bool:
     `__getitem__` calls nothing but builtins (`{"prompt": self.prompt, "index": index}`): its
     batches are strings and a few ints, nothing worth pinning (DreamBooth's class-image
     prompts)."""
-    given = loader.args[0] if loader.args else keyword(loader, "dataset")
-    dataset = given.value if isinstance(given, ast.keyword) else given
+    dataset = _dataset_argument(loader)
     if isinstance(dataset, ast.Name):  # `sample_dataset = PromptDataset(...)` just before
-        scope: ast.AST | None = ctx.parent(loader)
-        while scope is not None and not isinstance(scope, _SCOPES):
-            scope = ctx.parent(scope)
+        scope = _enclosing_scope(loader, ctx)
         made = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
                 and any(isinstance(t, ast.Name) and t.id == dataset.id for t in n.targets)] if scope else []
         dataset = made[0] if len(made) == 1 else None
@@ -248,14 +243,23 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 def in_memory_dataset(loader: ast.Call, ctx: RuleContext) -> bool:
     """`DataLoader(TensorDataset(x, y))`, also through a name assigned in the loader's
     function or a local function that returns one (`-> TensorDataset`)."""
-    given = loader.args[0] if loader.args else keyword(loader, "dataset")
-    dataset = given.value if isinstance(given, ast.keyword) else given
+    dataset = _dataset_argument(loader)
     if dataset is None or made_elsewhere(loader):
         return False
-    scope: ast.AST | None = ctx.parent(loader)
+    return _holds_rows(dataset, _enclosing_scope(loader, ctx), ctx, depth=0)
+
+
+def _dataset_argument(loader: ast.Call) -> ast.expr | None:
+    given = loader.args[0] if loader.args else keyword(loader, "dataset")
+    return given.value if isinstance(given, ast.keyword) else given
+
+
+def _enclosing_scope(node: ast.AST, ctx: RuleContext) -> ast.AST | None:
+    """The function (or module) `node` is in."""
+    scope = ctx.parent(node)
     while scope is not None and not isinstance(scope, _SCOPES):
         scope = ctx.parent(scope)
-    return _holds_rows(dataset, scope, ctx, depth=0)
+    return scope
 
 
 def _holds_rows(expr: ast.expr, scope: ast.AST | None, ctx: RuleContext, depth: int) -> bool:
