@@ -96,6 +96,9 @@ class ProjectIndex:
         # pass resolve the same names again and again
         self.targets: dict[tuple[int, str], tuple[int, str] | None] = {}
         self.rebased: dict[tuple[str, int, int], str] = {}
+        # (file, class) -> (its base class in another project file, the methods the class
+        # itself defines): filled by `ClassTree`, so that `Sub.method` lands where `method` is
+        self.parents: dict[tuple[int, str], tuple[tuple[int, str], frozenset[str]]] = {}
         self._exports: tuple[list[dict[str, str]], list] = ([], [])
         packages: dict[str, tuple[tuple[str, ...], str]] = {}
         for index, path in enumerate(paths):
@@ -227,6 +230,20 @@ def _follow(index: ProjectIndex, exported: Sequence[dict[str, str]], caller: int
         if source is None:
             break
         target = index.resolve(target[0], source + ("." + rest if rest else ""))
+    return _defining_class(index, target)
+
+
+def _defining_class(index: ProjectIndex, target: tuple[int, str] | None) -> tuple[int, str] | None:
+    """`NeRFNetwork.render`, where `NeRFNetwork` only inherits `render` from `NeRFRenderer`
+    in another file: `NeRFRenderer.render` there (up the chain of project base classes)."""
+    for _ in range(_INHERITANCE_HOPS):
+        if target is None:
+            return None
+        cls, dot, method = target[1].partition(".")
+        parent = index.parents.get((target[0], cls)) if dot and "." not in method else None
+        if parent is None or method in parent[1]:
+            return target
+        target = (parent[0][0], f"{parent[0][1]}.{method}")
     return target
 
 
@@ -311,6 +328,9 @@ class ClassTree:
                 target = _target(index, self.exported, file, base)
                 if target is not None:
                     self.subclasses.setdefault(target, []).append((file, name))
+                    if "." not in target[1]:
+                        index.parents[(file, name)] = (target, self.defines[(file, name)])
+        index.targets.clear()  # names of inherited methods resolved before this land elsewhere now
 
     def descendants(self, key: tuple[int, str]) -> list[tuple[int, str]]:
         if key not in self._below:
@@ -405,3 +425,4 @@ def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
 
 
 _REEXPORT_HOPS = 3
+_INHERITANCE_HOPS = 8

@@ -56,6 +56,7 @@ from .torch_api import (
 )
 from .values import (
     DISTRIBUTION,
+    FUNC_CHOICE,
     MODULE,
     NDARRAY,
     NORMAL_DISTRIBUTION,
@@ -154,8 +155,7 @@ class CallInterpreter(ExpressionInterpreter):
         if self.hot and self.reporting and not (isinstance(func, ast.Attribute) and func.attr in WORKER_HANDOFFS):
             for arg in args:  # closures handed to `optimizer.step(closure)` and the like
                 if arg.kind is Kind.FUNC:
-                    target = self._local_function(arg.ref)
-                    if target is not None:
+                    for target in self._functions_of(arg.ref):
                         self.file.note_call(self.func, target, {}, self.mode, True, "called from hot code",
                                             self.hot_origin, node.lineno)
         return result
@@ -353,10 +353,11 @@ class CallInterpreter(ExpressionInterpreter):
         if kind is Kind.REF:
             return self._qualified_call(callee.ref or "", node, args, kwargs)
         if kind is Kind.FUNC:
-            target = self._local_function(callee.ref)
-            if target is not None:
-                return self._call_local(node, target, args, kwargs, bound=False)
-            return UNKNOWN
+            result: Value | None = None
+            for target in self._functions_of(callee.ref):
+                value = self._call_local(node, target, args, kwargs, bound=target.is_method)
+                result = value if result is None else join(result, value)
+            return result if result is not None else UNKNOWN
         if kind is Kind.CLASS:
             cls = self.file.classes.get(callee.ref or "")
             if cls is None:
@@ -559,6 +560,19 @@ class CallInterpreter(ExpressionInterpreter):
                 value = _distribution(qualname, value, args, kwargs)
         return value
 
+    def _functions_of(self, ref: str | None) -> list[FunctionInfo]:
+        """The functions a FUNC value names: a local function, a bound method ("Class.method",
+        `_run = self.run`), or either of several ("A.run|A.run_cuda": `_run = self.run_cuda
+        if self.cuda_ray else self.run`; `_run(rays)` runs one of them)."""
+        found = []
+        for name in (ref or "").split(FUNC_CHOICE):
+            owner, dot, method = name.rpartition(".")
+            cls = self.file.classes.get(owner) if dot else None
+            target = cls.lookup_method(method) if cls is not None else self._local_function(name) if not dot else None
+            if target is not None:
+                found.append(target)
+        return found
+
     def _local_function(self, name: str | None) -> FunctionInfo | None:
         if name is None:
             return None
@@ -731,7 +745,8 @@ def _passes_loader(args: list[Value], kwargs: dict[str | None, Value]) -> bool:
 
 def _binds(value: Value) -> bool:
     """A loader, or what may be an object of a project class: worth binding in a callee."""
-    return value.kind is Kind.LOADER or (value.ref is not None and value.kind in (Kind.UNKNOWN, Kind.OBJECT))
+    return value.kind is Kind.LOADER or (value.ref is not None and value.kind in (Kind.UNKNOWN, Kind.OBJECT)) \
+        or (value.kind is Kind.MODULE and (value.ref or "").startswith(PROJECT_CLASS))  # `model = Net()`
 
 
 # Calls are expressions: `ExpressionInterpreter.ev` hands them to this layer.

@@ -111,8 +111,8 @@ class ExpressionInterpreter(Frame):
                 if found is not None:
                     return found
                 method = cls.lookup_method(attr)
-                if method is not None:
-                    return Value(Kind.FUNC, ref=attr)
+                if method is not None:  # a bound method (`_run = self.run`): "Class.method"
+                    return Value(Kind.FUNC, ref=f"{cls.name}.{attr}")
             if kind is Kind.MODULE:
                 if attr == "training":
                     return PYTHON

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable, Protocol
 
+from .calls import may_be_project_function
 from .environment import Env, import_bindings
 from .hints import is_module_base
 from .hotness import (
@@ -98,17 +99,29 @@ class FileFacts:
         self.module_env: Env = {}
         self.context: RuleHost | None = None
         self.imports_torch = False
+        self._star_imports: list[str] = []  # `from utils import *` at module level: "utils"
         self.cold_rules_enabled = any(not v for v in self.hot_only.values())
         self._subclasses: dict[int, list[ClassInfo]] | None = None
         self._throttling_helpers: frozenset[str] | None = None
         self._collect(tree.body, parent=None, cls=None)
         self._link_classes()
 
+    @property
+    def star_module(self) -> str | None:
+        """The module a free name comes from when the file's one `import *` of a module that
+        may be the project's brings it (torch-ngp's `from nerf.utils import *` then
+        `Trainer(...)`); None with none, or with several (which one is not known)."""
+        project = [m for m in self._star_imports if may_be_project_function(m + ".x")]
+        return project[0] if len(project) == 1 else None
+
     def throttling_helpers(self) -> frozenset[str]:
-        """Module-level functions that return a throttled test (`divisible_by(step, n)`)."""
+        """Module-level functions (and, as `self.name`, methods) that return a throttled test
+        (`divisible_by(step, n)`, `self.check_frequency(idx)`)."""
         if self._throttling_helpers is None:
             self._throttling_helpers = throttling_helpers(
                 info.node for (owner, _), info in self.local_functions.items() if owner == 0
+            ) | throttling_helpers(
+                (info.node for info in self.functions if info.cls is not None and info.parent is None), prefix="self."
             )
         return self._throttling_helpers
 
@@ -148,6 +161,8 @@ class FileFacts:
                 names = [module or ""] + [a.name for a in node.names]
                 if any(n == "torch" or n.startswith("torch.") for n in names):
                     self.imports_torch = True
+                if owner is None and isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
+                    self._star_imports.append("." * node.level + (node.module or ""))
             # Statements are walked here, in the same order as always (it decides which of
             # two same-named defs wins); expressions hold no statements, only comprehensions,
             # so they are scanned afterwards and only for functions not yet known to loop.

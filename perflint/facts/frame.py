@@ -108,6 +108,16 @@ class Frame:
         if args.kwarg is not None:
             self.env[args.kwarg.arg] = self._keywords_value(args.kwarg.arg)
 
+    def _passed_module(self, name: str, passed: Value | None) -> Value | None:
+        """`Trainer(model)` given a `NeRFNetwork` by another file: `model` is a module by its
+        name, of that class (so `self.model.render(...)` runs `NeRFNetwork.render`)."""
+        if passed is None and self.mode == SUMMARY and self.specialized is None:
+            passed = self.file.cross.summary_args.get(id(self.func), {}).get(name)
+        if passed is None or passed.kind is not Kind.UNKNOWN or not (passed.ref or "").startswith(PROJECT_CLASS):
+            return None
+        hint = hint_for_name(name, parameter=True)
+        return Value(Kind.MODULE, ref=passed.ref) if hint is not None and hint.kind is Kind.MODULE else None
+
     def _keywords_value(self, name: str) -> Value:
         """What `**kwargs` holds: a dict of what the callers pass as extra keywords when that
         is known of every call (`update(loss=loss.item())`: Python values), else a dict of
@@ -133,6 +143,9 @@ class Frame:
         if passed is not None and passed.kind is Kind.UNKNOWN and (passed.ref or "").startswith(PROJECT_CLASS) \
                 and hint_for_name(arg.arg, parameter=True) is None:
             return passed  # an instance of a class of another file: its methods run there
+        module = self._passed_module(arg.arg, passed)
+        if module is not None:
+            return module
         if annotated is not None and annotated.kind is not Kind.NONE:
             # `def f(n: torch.LongTensor)` called only with ints: the callers are right.
             if annotated.kind is Kind.TENSOR and passed is not None and passed.kind is Kind.PYTHON:
@@ -188,7 +201,11 @@ class Frame:
         module = _CONVENTIONAL_ALIASES.get(name)
         if module is not None:
             return ref(module)
-        return hint_for_name(name) or UNKNOWN
+        hint = hint_for_name(name)
+        if hint is not None:
+            return hint
+        star = self.file.star_module  # `from nerf.utils import *` ... `Trainer(...)`
+        return ref(f"{star}.{name}") if star is not None and not name.startswith("__") else UNKNOWN
 
     def bind(self, name: str, value: Value) -> None:
         if value.kind is Kind.UNKNOWN:

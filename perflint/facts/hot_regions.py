@@ -55,6 +55,8 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
     if cls is not None:
         if cls.top_level and f"{cls.name}.{name}" in hot_functions:
             return f"`{cls.name}.{name}` is called every step from another module"
+        if in_test_file:
+            return ""  # a toy model in pytest's file: the test calls it once to check a result
         if cls.is_autograd_function and name in ("forward", "backward"):
             return f"autograd Function `{cls.name}.{name}`"
         if cls.is_data_pipeline:
@@ -135,10 +137,10 @@ def in_test_or_data_pipeline(func: FunctionInfo | None, is_test: Callable[[Funct
 # ----------------------------------------------------------------- loops
 def is_data(iterable: Value, elem: Value) -> bool:
     """Does iterating this yield batches of data (a DataLoader, `enumerate(loader)`, ...)?"""
-    if iterable.kind is Kind.LOADER or elem.data:
+    if iterable.kind is Kind.LOADER or (elem.data and elem.kind is not Kind.NDARRAY):
         return True
     if elem.kind is Kind.SEQ and elem.items is not None:
-        return any(item.data for item in elem.items)
+        return any(item.data and item.kind is not Kind.NDARRAY for item in elem.items)
     return False
 
 
@@ -204,7 +206,9 @@ def is_once_test(test: ast.expr, loops: list[LoopInfo], value_of: Callable[[ast.
             return False
     if not isinstance(left, (ast.Name, ast.Attribute)):
         return False
-    if value_of(left).kind is not Kind.PYTHON:
+    # (a counter restored from a checkpoint, `self.global_step = ckpt["global_step"]`, is not
+    # known to be a number, but is still not a tensor)
+    if value_of(left).kind not in (Kind.PYTHON, Kind.UNKNOWN):
         return False
     if isinstance(left, ast.Name):
         loop = next((lp for lp in reversed(loops) if left.id in lp.counters), None)
@@ -227,6 +231,31 @@ def is_capped_by_counter(node: ast.If, loops: list[LoopInfo], func_node: ast.AST
         step_loop = next((loop for loop in loops if loop.root_hot or loop.data), None)
         return step_loop is not None and not _resets(step_loop.node, counter)
     return not _resets(func_node, counter)
+
+
+def clears_its_flag(node: ast.If, loops: list[LoopInfo]) -> bool:
+    """`if prefill_token: prefill_token = False; input_pos = torch.tensor(...)` (litgpt's
+    generation loop), `if self.first: self.first = False; ...`: a branch that turns its own
+    flag off runs once, not every step. Not when the step loop sets a local flag again (it
+    would run every step), nor for a local flag outside a loop (once per call)."""
+    flag = node.test
+    if not (isinstance(flag, ast.Name) or (isinstance(flag, ast.Attribute) and isinstance(flag.value, ast.Name))):
+        return False
+    if not any(_turns_off(stmt, flag) for stmt in node.body):
+        return False
+    if isinstance(flag, ast.Attribute):
+        return True
+    loop = loops[-1] if loops else None
+    return loop is not None and not any(
+        _same_place(target, flag) and not _turns_off(stmt, flag)
+        for stmt in ast.walk(loop.node) if isinstance(stmt, ast.Assign) for target in stmt.targets
+    )
+
+
+def _turns_off(stmt: ast.AST, flag: ast.Name | ast.Attribute) -> bool:
+    """`flag = False` (or 0, or None)."""
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _same_place(stmt.targets[0], flag) \
+        and isinstance(stmt.value, ast.Constant) and not stmt.value.value
 
 
 def _capped_counter(test: ast.expr) -> ast.Name | ast.Attribute | None:

@@ -187,6 +187,10 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = ()) -> bool:
             all(is_throttled_test(v, flags) or _is_rare_condition(v) for v in node.values)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in flags:
         return True  # `if divisible_by(step, n):`, a helper that returns such a test
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" \
+            and f"self.{node.func.attr}" in flags:
+        return True  # `if self.check_frequency(idx):`, a method that returns one
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
         name = receiver_name(node.func).lower()
         # `self.every_n_train_iters(runner, 50)`, `self.end_of_epoch(runner, batch_idx)`,
@@ -316,17 +320,56 @@ def _is_timed(node: ast.expr) -> bool:
     return False
 
 
-def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef]) -> frozenset[str]:
-    """The names of functions whose whole body returns a throttled test
-    (`def divisible_by(num, den): return (num % den) == 0`): calling one is that test."""
+def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef],
+                       prefix: str = "") -> frozenset[str]:
+    """The names (after `prefix`, "self." for methods) of functions that return a throttled
+    test: `def divisible_by(num, den): return (num % den) == 0`, or latent-diffusion's
+    `ImageLogger.check_frequency(idx)`, which returns True only under `if idx % self.freq ==
+    0 ...:` and False otherwise. Calling one is that test."""
     names = set()
     for func in functions:
         body = func.body[1:] if func.body and isinstance(func.body[0], ast.Expr) \
             and isinstance(func.body[0].value, ast.Constant) else func.body  # a docstring
         if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
                 and _is_mod_zero(body[0].value):
-            names.add(func.name)
+            names.add(prefix + func.name)
+        elif _true_only_when_due(body, due=False) is True:
+            names.add(prefix + func.name)
     return frozenset(names)
+
+
+def _true_only_when_due(body: list[ast.stmt], due: bool) -> bool | None:
+    """Whether `body` returns only the constants True and False, True only inside an `if`
+    whose test has a `% n == 0` (`due`): True when it returns True that way, False when
+    some return breaks the shape, None when it returns no True."""
+    found: bool | None = None
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(stmt, ast.Return):
+            value = stmt.value
+            if not (isinstance(value, ast.Constant) and type(value.value) is bool):
+                return False
+            if value.value:
+                if not due:
+                    return False
+                found = True
+            continue
+        for field, block in ast.iter_fields(stmt):
+            if not (isinstance(block, list) and block and isinstance(block[0], ast.stmt)):
+                continue
+            inner_due = due or (isinstance(stmt, ast.If) and field == "body"
+                                and any(_is_mod_zero(n) for n in ast.walk(stmt.test)))
+            result = _true_only_when_due(block, inner_due)
+            if result is False:
+                return False
+            found = found or result
+        for handler in getattr(stmt, "handlers", ()):
+            result = _true_only_when_due(handler.body, due)
+            if result is False:
+                return False
+            found = found or result
+    return found
 
 
 _THROTTLING_FLAGS = ("should_log", "should_eval", "should_save")

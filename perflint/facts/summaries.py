@@ -330,12 +330,11 @@ def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> 
     if kind is Kind.LOADER:
         facts = loader_facts(value.origin)
         return "L" + facts if facts else NOTHING
-    if kind is Kind.UNKNOWN:
+    if kind is Kind.UNKNOWN or (kind is Kind.MODULE and (value.ref or "").startswith(PROJECT_CLASS)):
+        # an instance of a project class, a module too (`model = NeRFNetwork(...)`): the callee
+        # keeps a module by its name (calling it runs the model) and its class (its methods)
         ref = value.ref or ""
-        if ref.startswith(PROJECT_CLASS):
-            # a module passes as what its name says (calling it runs the model), not as an object
-            return NOTHING if is_module_base(ref[1:]) else ref
-        return NOTHING
+        return ref if ref.startswith(PROJECT_CLASS) else NOTHING
     if kind is Kind.OBJECT and value.ref and value.ref.isidentifier():
         return LOCAL_CLASS + value.ref  # an instance of a class of this file (not a module)
     if kind is Kind.SEQ and owner is not None and depth < _MAX_DEPTH:

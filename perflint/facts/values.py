@@ -65,7 +65,9 @@ class Value:
     ref: str | None = None  # REF: qualified name; FUNC/CLASS/OBJECT/MODULE: local key
     loss: bool = False  # MODULE / FUNC: a loss (calling it gives a 0-dim tensor)
     device: str | None = None  # TENSOR / BATCH: "cpu" or "accel" when known; DEVICE: the same
-    data: bool = False  # BATCH: yielded by a data loader (iterating those makes a data loop)
+    # BATCH: yielded by a data loader (iterating those makes a data loop); NDARRAY: known to be
+    # an array only from an `isinstance` check, so it may be a batch's
+    data: bool = False
     # LOADER / BATCH: the `DataLoader(...)` call (an ast node of this file) that made the loader
     # or yielded the batch, so configuration rules can look at its arguments.
     origin: object | None = None
@@ -160,6 +162,7 @@ def device_of_tensor(tensor: Value) -> Value:
 BATCH = Value(Kind.BATCH)  # a tensor, or a tuple / dict of them: unpacking gives batches again
 LOADER = Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True))
 NDARRAY = Value(Kind.NDARRAY)
+CHECKED_NDARRAY = Value(Kind.NDARRAY, data=True)  # `if isinstance(v, np.ndarray):` v of unknown origin
 DEVICE = Value(Kind.DEVICE)
 DTYPE = Value(Kind.DTYPE)
 OPTIMIZER = Value(Kind.OPTIMIZER)
@@ -222,6 +225,13 @@ def join(a: Value, b: Value) -> Value:
             if cuda.ref.startswith("torch.cuda.") and host.ref in (cuda.ref.replace("torch.cuda.", "torch.", 1),
                                                                     "torch.Tensor"):
                 return cuda
+        if a.ref.rpartition(".")[2] == b.ref.rpartition(".")[2] and a.ref[:1] != "." and b.ref[:1] != ".":
+            # `if opt.ff: from nerf.network_ff import NeRFNetwork` ... `else: from nerf.network
+            # import NeRFNetwork`: one class by several implementations; the plainest module's
+            # (the shortest name) is usually the default one
+            return min(a, b, key=lambda v: (len(v.ref or ""), v.ref or ""))
+    if a.kind is Kind.FUNC and a.ref and b.ref:
+        return Value(Kind.FUNC, ref=_function_choice(a.ref, b.ref))
     items = None
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
@@ -247,6 +257,16 @@ def join(a: Value, b: Value) -> Value:
         data=a.data and b.data,
         origin=a.origin if a.origin is b.origin else _same_loader(a, b),
     )
+
+
+FUNC_CHOICE = "|"  # FUNC `ref` of one of several functions: "Renderer.run|Renderer.run_cuda"
+_MAX_CHOICES = 4
+
+
+def _function_choice(a: str, b: str) -> str | None:
+    """`_run = self.run_cuda if self.cuda_ray else self.run`: either function, at most a few."""
+    names = sorted(set(a.split(FUNC_CHOICE)) | set(b.split(FUNC_CHOICE)))
+    return FUNC_CHOICE.join(names) if len(names) <= _MAX_CHOICES else None
 
 
 def _wrapped_instance(a: Value, b: Value) -> str | None:

@@ -25,6 +25,7 @@ from .environment import (
 from .hot_regions import (
     default_decides,
     in_test_or_data_pipeline,
+    clears_its_flag,
     is_capped_by_counter,
     is_data,
     is_once_test,
@@ -54,6 +55,7 @@ from .summaries import function_key, made_elsewhere
 from .syntax import dotted, pattern_names
 from .torch_api import classify_device
 from .values import (
+    CHECKED_NDARRAY,
     NONE,
     PYTHON,
     TENSOR,
@@ -191,11 +193,14 @@ class Walker(DispatchInterpreter):
         self.ev(node.test)
         self._dispatch(node)
         hot = self.hot
-        # a throttled test, unless it gates the optimizer step (gradient accumulation)
-        body_hot = hot and not (is_throttled_test(node.test, self.throttled_flags)
-                                and not steps_the_optimizer(node.body)) \
-            and not is_once_test(node.test, self.loops, self.value) and not is_lazy_init(node) \
+        # a throttled (or once-only) test, unless it gates the optimizer step (gradient
+        # accumulation: `if train_state.acc_step == 0: optimizer.step()`)
+        gates_the_step = steps_the_optimizer(node.body)
+        body_hot = hot and not ((is_throttled_test(node.test, self.throttled_flags)
+                                 or is_once_test(node.test, self.loops, self.value)) and not gates_the_step) \
+            and not is_lazy_init(node) \
             and not is_capped_by_counter(node, self.loops, self.func.node) \
+            and not clears_its_flag(node, self.loops) \
             and not is_failure_guard(node) and not is_other_device_test(node.test, self.other_device_flags)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
@@ -271,6 +276,8 @@ class Walker(DispatchInterpreter):
                 # `for k, v in kwargs.items(): if isinstance(v, torch.Tensor): v = v.item()` given
                 # Python values only (a parameter's may be a guess from its name: `divisor`)
                 return
+            if narrowed.kind is Kind.NDARRAY and self.lookup(name).kind is not Kind.NDARRAY:
+                narrowed = CHECKED_NDARRAY  # `prepare_data(batch)`: any array, the batch's too
             self.env[name] = narrowed  # type: ignore[assignment]
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:

@@ -46,6 +46,9 @@ _METHODS = frozenset({
 # uninitialised host tensor, like `torch.empty`.
 _LEGACY_SIZED = frozenset({"FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
                            "ByteTensor", "CharTensor", "BoolTensor", "Tensor"})
+# Tensor methods that take only the shape of their tensor argument: `expand_as(scores)` of a
+# host tensor stays on the host whatever `scores` is.
+_SHAPE_OF_ARGUMENT = frozenset({"expand_as", "view_as", "reshape_as"})
 _MAX_DEPTH = 6
 
 
@@ -121,6 +124,8 @@ def host_factory_call(node: ast.expr, ctx: RuleContext) -> ast.Call | None:
         return None
     qualname = ctx.call_name(node) or ""
     if qualname[6:] in _LEGACY_SIZED and qualname.startswith("torch.") and node.args and not node.keywords:
+        if len(node.args) == 1 and _is_range(node.args[0], ctx):
+            return node  # `torch.LongTensor(range(n))`: `torch.arange(n)`, made on the host
         return node if all(_python(a, ctx) for a in node.args) else None  # sizes, not data
     if not qualname.startswith("torch.") or qualname[6:] not in HOST_FACTORIES:
         return None
@@ -204,6 +209,8 @@ def _host_built_call(node: ast.Call, ctx: RuleContext, names: bool, statement: a
         return None
     if qualname in _ELEMENTWISE and node.args:
         return _all_host_or_python(list(node.args), ctx, names, statement, depth, assumed)
+    if isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_OF_ARGUMENT and len(node.args) == 1:
+        return host_built(node.func.value, ctx, names, statement, depth, assumed)
     if isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
         made = host_built(node.func.value, ctx, names, statement, depth, assumed)
         if made is None:
@@ -230,6 +237,14 @@ def _all_host_or_python(parts: list[ast.expr], ctx: RuleContext, names: bool, st
             return None
         first = first or made
     return first
+
+
+def _is_range(node: ast.expr, ctx: RuleContext) -> bool:
+    """`range(n)`, `list(range(n))`."""
+    if isinstance(node, ast.Call) and ctx.call_name(node) == "builtins.list" and len(node.args) == 1:
+        node = node.args[0]
+    return isinstance(node, ast.Call) and ctx.call_name(node) == "builtins.range" \
+        and all(_python(a, ctx) for a in node.args)
 
 
 def _python(node: ast.expr, ctx: RuleContext) -> bool:

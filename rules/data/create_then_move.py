@@ -457,6 +457,19 @@ class CreateThenMove(Rule):
             """,
             note="a CUDA legacy type given NumPy data (PyTorch-GAN): a copy every step; given sizes, it is made there",
         ),
+        Invalid(
+            """
+            import torch
+
+            class MultiBoxLoss(torch.nn.Module):
+                def forward(self, conf_loss_neg, device):
+                    n_priors = conf_loss_neg.size(1)
+                    ranks = torch.LongTensor(range(n_priors)).unsqueeze(0).expand_as(conf_loss_neg).to(device)
+                    return conf_loss_neg * ranks
+            """,
+            note="a legacy constructor of a `range` (an `arange`), expanded to the shape of a device tensor "
+                 "(sgrvinod's SSD tutorial): `expand_as` reads only the shape",
+        ),
     ]
     valid = [
         Valid(
@@ -580,7 +593,7 @@ class CreateThenMove(Rule):
             return
         factory = qualname[6:]
         if factory == "from_numpy" and inner.args and ctx.value(inner.args[0]).kind is Kind.NDARRAY \
-                and ctx.value(move.receiver).on_cpu:
+                and not ctx.value(inner.args[0]).data and ctx.value(move.receiver).on_cpu:
             # `torch.from_numpy(np.random.choice(...)).long().to(device)`: NumPy data known to be
             # computed on the host, copied from pageable memory every step (no fix: where it
             # should be made depends on the code). An array of unknown origin may be the batch.

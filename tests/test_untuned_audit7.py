@@ -1,0 +1,213 @@
+"""Findings from reading training code nobody had tuned on (rotation Q: latent-diffusion,
+litgpt, torch-ngp, CenterNet, nerf-pytorch, simple-faster-rcnn-pytorch and sgrvinod's
+tutorials), each with its twin."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perflint.api import check_source
+
+
+def _found(source: str, filename: str = "train.py") -> set[tuple[int, str]]:
+    source = textwrap.dedent(source).lstrip()
+    return {(d.location.row, d.code) for d in check_source(source, filename, select=["ALL"])}
+
+
+_IMAGE_LOGGER = """
+    import torch
+    from pytorch_lightning.callbacks import Callback
+
+
+    class ImageLogger(Callback):
+        def __init__(self, batch_frequency):
+            self.batch_freq = batch_frequency
+            self.log_steps = [2 ** n for n in range(6)]
+
+        def check_frequency(self, check_idx):
+            {check}
+
+        def log_img(self, pl_module, batch, batch_idx):
+            if self.check_frequency(pl_module.global_step) and self.max_images > 0:
+                images = pl_module.log_images(batch)
+                for k in images:
+                    images[k] = images[k].detach().cpu()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.log_img(pl_module, batch, batch_idx)
+"""
+
+
+def test_a_method_that_says_when_a_step_is_due_throttles_what_it_guards():
+    """latent-diffusion's (and taming-transformers') `ImageLogger.check_frequency(idx)`
+    returns True only under `if idx % self.batch_freq == 0 ...:`: images are logged every
+    `batch_frequency` steps, not every step."""
+    check = """if ((check_idx % self.batch_freq) == 0 or (check_idx in self.log_steps)) and (
+                    check_idx > 0 or self.log_first_step):
+                try:
+                    self.log_steps.pop(0)
+                except IndexError as e:
+                    print(e)
+                return True
+            return False"""
+    found = _found(_IMAGE_LOGGER.format(check=check))
+    assert not {f for f in found if f[1] == "PFL203"}, found
+
+
+def test_a_method_that_returns_true_on_other_steps_does_not_throttle():
+    check = """if check_idx > 0 or self.log_first_step:
+                return True
+            return False"""
+    found = _found(_IMAGE_LOGGER.format(check=check))
+    assert (19, "PFL203") in found
+
+
+_GENERATE = """
+    import torch
+
+
+    @torch.inference_mode()
+    def generate(model, prompt, max_returned_tokens, device):
+        input_pos = torch.arange(0, prompt.size(0), device=device)
+        prefill_token = True
+        tokens = [prompt]
+        for _ in range(max_returned_tokens - prompt.size(0)):
+            token = model(tokens[-1], input_pos).argmax(-1)
+            tokens.append(token)
+            if prefill_token:
+                prefill_token = False
+                input_pos = torch.tensor([prompt.size(0)], dtype=torch.int64).to(device)
+            else:
+                input_pos.add_(1)
+            {reset}
+        return torch.cat(tokens)
+"""
+
+
+def test_a_branch_that_turns_its_own_flag_off_runs_once():
+    """litgpt's generation loop: `if prefill_token: prefill_token = False; input_pos =
+    torch.tensor([prompt_size], ...)` builds the position once, after the prefill."""
+    found = _found(_GENERATE.format(reset="pass"))
+    assert not {f for f in found if f[1] == "PFL101"}, found
+
+
+def test_a_flag_set_again_every_step_does_not_make_its_branch_run_once():
+    found = _found(_GENERATE.format(reset="prefill_token = token.numel() > 1"))
+    assert (14, "PFL101") in found
+
+
+_TOY_MODEL = """
+    import torch
+    import torch.nn as nn
+
+
+    class DraftModel(nn.Module):
+        def forward(self, idx):
+            return torch.tensor([0, 0, 3, 4, 10, 9, 7, 8, 0, 0], dtype=torch.float)[None, None, ...]
+
+
+    def test_speculative_decoding_accepts_draft_tokens():
+        assert DraftModel()(torch.zeros(1)).shape == (1, 1, 10)
+"""
+
+
+def test_a_toy_model_in_a_pytest_file_is_not_per_step_code():
+    """litgpt's tests define models whose `forward` returns a constant: the test calls them
+    once to check a result, it does not train with them."""
+    found = _found(_TOY_MODEL, filename="tests/test_generate_speculatively.py")
+    assert not {f for f in found if f[1] == "PFL106"}, found
+
+
+def test_the_same_model_outside_a_test_file_is_per_step_code():
+    found = _found(_TOY_MODEL, filename="draft.py")
+    assert (7, "PFL106") in found
+
+
+_PREPARE_DATA = """
+    import numpy as np
+    import torch
+
+
+    class Trainer:
+        def prepare_data(self, data):
+            if isinstance(data, dict):
+                for k, v in data.items():
+                    if isinstance(v, np.ndarray):
+                        data[k] = torch.from_numpy(v).to(self.device, non_blocking=True)
+            return data
+
+        def train_one_epoch(self, loader):
+            for data in loader:
+                data = self.prepare_data(data)
+                {extra}
+                loss = self.model(data["points"]).mean()
+                loss.backward()
+                self.optimizer.step()
+"""
+
+
+def test_an_array_known_only_from_an_isinstance_check_may_be_the_batch():
+    """torch-ngp's `Trainer.prepare_data(data)` moves whatever arrays the batch holds: their
+    data has to cross, so "compute it on the device, or build it once" does not apply."""
+    found = _found(_PREPARE_DATA.format(extra="pass"))
+    assert not {f for f in found if f[1] == "PFL101"}, found
+
+
+def test_an_array_computed_on_the_host_every_step_is_still_reported():
+    extra = """noise = np.random.normal(size=(1024, 3)).astype(np.float32)
+                data["noise"] = torch.from_numpy(noise).to(self.device)"""
+    found = _found(_PREPARE_DATA.format(extra=extra))
+    assert (17, "PFL101") in found
+
+
+_RANKS = """
+    import torch
+
+
+    class MultiBoxLoss(torch.nn.Module):
+        def forward(self, conf_loss_neg, labels, device):
+            n_priors = conf_loss_neg.size(1)
+            ranks = {ranks}.unsqueeze(0).expand_as(conf_loss_neg).to(device)
+            return conf_loss_neg * ranks
+"""
+
+
+def test_a_legacy_constructor_of_a_range_expanded_like_a_device_tensor_is_built_on_the_host():
+    """sgrvinod's SSD tutorial: `torch.LongTensor(range(n_priors)).unsqueeze(0).expand_as(
+    conf_loss_neg).to(device)` is `torch.arange(n_priors)` made on the host and copied every
+    step; `expand_as` reads only the other tensor's shape."""
+    found = _found(_RANKS.format(ranks="torch.LongTensor(range(n_priors))"))
+    assert (7, "PFL101") in found
+
+
+def test_a_batch_expanded_like_a_device_tensor_is_data_that_has_to_cross():
+    found = _found(_RANKS.format(ranks="labels"))
+    assert not {f for f in found if f[1] == "PFL101"}, found
+
+
+_ACCUMULATION = """
+    import torch
+
+
+    def train(model, loader, optimizer, train_state, args):
+        for batch in loader:
+            loss = model(batch.cuda(non_blocking=True)).mean()
+            loss.backward()
+            train_state.acc_step = (train_state.acc_step + 1) % args.grad_acc_steps
+            if train_state.acc_step == 0:
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0).item()
+                {step}
+"""
+
+
+def test_a_counter_test_that_gates_the_optimizer_step_is_the_accumulation_boundary():
+    """lingua's `if train_state.acc_step == 0: ... .item(); optimizer.step()`: the counter is
+    not known to be a number, and the branch runs on every optimizer step, not once."""
+    found = _found(_ACCUMULATION.format(step="optimizer.step()"))
+    assert (10, "PFL201") in found
+
+
+def test_a_step_counter_restored_from_a_checkpoint_still_guards_a_first_step_branch():
+    found = _found(_ACCUMULATION.format(step="pass").replace(
+        "train_state.acc_step == 0", "train_state.global_step == 0"))
+    assert not {f for f in found if f[1] == "PFL201"}, found
