@@ -211,3 +211,32 @@ def test_a_step_counter_restored_from_a_checkpoint_still_guards_a_first_step_bra
     found = _found(_ACCUMULATION.format(step="pass").replace(
         "train_state.acc_step == 0", "train_state.global_step == 0"))
     assert not {f for f in found if f[1] == "PFL201"}, found
+
+
+_PRIORS = """
+    import torch
+
+
+    class MultiBoxLoss(torch.nn.Module):
+        def __init__(self, priors_cxcy):
+            super().__init__()
+            self.priors_cxcy = priors_cxcy
+
+        def forward(self, scores, device):
+            n_priors = self.priors_cxcy.{method}(0)
+            ranks = torch.LongTensor(range(n_priors)).unsqueeze(0).to(device)
+            return scores * ranks
+"""
+
+
+def test_the_size_of_an_attribute_of_unknown_kind_is_an_int():
+    """The SSD tutorial's `n_priors = self.priors_cxcy.size(0)` (a constructor argument):
+    `size(dim)` returns an int, so `torch.LongTensor(range(n_priors))` is an arange built on
+    the host."""
+    found = _found(_PRIORS.format(method="size"))
+    assert (11, "PFL101") in found
+
+
+def test_another_method_of_an_attribute_of_unknown_kind_says_nothing():
+    found = _found(_PRIORS.format(method="lookup"))
+    assert not {f for f in found if f[1] == "PFL101"}, found

@@ -277,6 +277,8 @@ class CallInterpreter(ExpressionInterpreter):
             return NDARRAY
         if name == "tolist":
             return PYTHON
+        if name in _DIMENSION_METHODS and (name != "size" or (len(node.args) == 1 and not node.keywords)):
+            return PYTHON  # `self.priors_cxcy.size(0)`: a tensor's (or an array's) size is an int
         return self._call_hinted(name, args, node)
 
     def _tensor_method(self, name: str, node: ast.Call, recv: Value) -> Value:
@@ -736,6 +738,8 @@ def _deviceless_tensor(value: Value) -> bool:
 
 
 _LOADER_FACTORY = re.compile(r"^_*(?:load|get|build|make|create|prepare|setup)_\w*(?:data|loader|batches)\w*$")
+# Methods whose result is a Python int on whatever has them with these arguments (tensors)
+_DIMENSION_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement"})
 _ACCELERATOR = PROJECT_CLASS + "accelerate.Accelerator"  # the value of `accelerate.Accelerator(...)`
 
 
