@@ -28,7 +28,7 @@ from typing import Iterable, Iterator, Sequence
 
 from .facts.project_calls import ASKS_FOR, BOUND, IMPORTED
 
-from .facts.project_calls import ANY_PACKAGE
+from .facts.project_calls import ANY_PACKAGE, FROM_STAR
 
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
@@ -99,6 +99,8 @@ class ProjectIndex:
         # (file, class) -> (its base class in another project file, the methods the class
         # itself defines): filled by `ClassTree`, so that `Sub.method` lands where `method` is
         self.parents: dict[tuple[int, str], tuple[tuple[int, str], frozenset[str]]] = {}
+        self.paths = list(paths)
+        self._top_level_names: dict[int, frozenset[str]] = {}
         self._exports: tuple[list[dict[str, str]], list] = ([], [])
         packages: dict[str, tuple[tuple[str, ...], str]] = {}
         for index, path in enumerate(paths):
@@ -143,6 +145,13 @@ class ProjectIndex:
         (`pkg.metrics.ConfusionMatrix.process_batch` -> "ConfusionMatrix.process_batch"), or a
         method in the one module of a name (`*.message_hub.MessageHub.update_scalar`: see
         `facts.project_calls.by_attribute_name`)."""
+        if qualname.startswith(FROM_STAR):  # `*?datasets|utils.accuracy`
+            modules, _, rest = qualname[len(FROM_STAR):].partition(".")
+            for module in modules.split("|"):
+                found = self.resolve(caller, f"{module.replace('/', '.')}.{rest}")
+                if found is not None and self.defines(found[0], rest.partition(".")[0]):
+                    return found
+            return None
         if qualname.startswith(ANY_PACKAGE):  # `*.message_hub.MessageHub.update_scalar`
             module, _, name = qualname[len(ANY_PACKAGE):].partition(".")
             found = self._by_last_name.get(module, [])
@@ -158,6 +167,17 @@ class ProjectIndex:
             if found is not None:
                 return found, ".".join(parts[split:])
         return None
+
+    def defines(self, file: int, name: str) -> bool:
+        """Does file `file` define `name` at module level (a def, a class, an assignment)?
+        Read from its text, once, only for the modules `import *` brings names from."""
+        if file not in self._top_level_names:
+            try:
+                text = self.paths[file].read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = ""
+            self._top_level_names[file] = frozenset(a or b for a, b in _TOP_LEVEL_NAME.findall(text))
+        return name in self._top_level_names[file]
 
     def _module_file(self, caller: int, module: str) -> int | None:
         candidates = self._by_name.get(module)
@@ -424,5 +444,6 @@ def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
     return {k: frozenset(v) for k, v in found.items()}
 
 
+_TOP_LEVEL_NAME = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.M)
 _REEXPORT_HOPS = 3
 _INHERITANCE_HOPS = 8

@@ -107,12 +107,10 @@ class FileFacts:
         self._link_classes()
 
     @property
-    def star_module(self) -> str | None:
-        """The module a free name comes from when the file's one `import *` of a module that
-        may be the project's brings it (torch-ngp's `from nerf.utils import *` then
-        `Trainer(...)`); None with none, or with several (which one is not known)."""
-        project = [m for m in self._star_imports if may_be_project_function(m + ".x")]
-        return project[0] if len(project) == 1 else None
+    def star_modules(self) -> list[str]:
+        """The modules of the file's `from m import *` that may be the project's (torch-ngp's
+        `from nerf.utils import *` then `Trainer(...)`): where its free names may come from."""
+        return [m for m in self._star_imports if may_be_project_function(m + ".x")]
 
     def throttling_helpers(self) -> frozenset[str]:
         """Module-level functions (and, as `self.name`, methods) that return a throttled test

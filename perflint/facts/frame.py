@@ -16,6 +16,7 @@ from .calls import BUILTIN_NAMES
 from .environment import Env, annotation_value
 from .file_facts import FileFacts
 from .hints import hint_for_name
+from .project_calls import from_star
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, HotChain, LoopInfo
 from .summaries import PROJECT_CLASS, SPREAD, has_markers, instantiate, loader_marker, param_marker
 from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
@@ -204,8 +205,10 @@ class Frame:
         hint = hint_for_name(name)
         if hint is not None:
             return hint
-        star = self.file.star_module  # `from nerf.utils import *` ... `Trainer(...)`
-        return ref(f"{star}.{name}") if star is not None and not name.startswith("__") else UNKNOWN
+        stars = self.file.star_modules  # `from nerf.utils import *` ... `Trainer(...)`
+        if not stars or name.startswith("__"):
+            return UNKNOWN
+        return ref(f"{stars[0]}.{name}" if len(stars) == 1 else from_star(stars, name))
 
     def bind(self, name: str, value: Value) -> None:
         if value.kind is Kind.UNKNOWN:

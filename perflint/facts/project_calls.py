@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .environment import python_dict
 from .hot_regions import parameter_defaults
@@ -37,8 +37,8 @@ from .summaries import (
 )
 from .values import PYTHON, Kind, Value, join
 
-__all__ = ["ASKS_FOR", "BOUND", "IMPORTED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments", "call_signature",
-           "parse_hot_function_seeds", "shape_binding", "tensor_shape"]
+__all__ = ["ASKS_FOR", "BOUND", "FROM_STAR", "IMPORTED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments",
+           "call_signature", "from_star", "parse_hot_function_seeds", "shape_binding", "tensor_shape"]
 
 BOUND = "~"  # a seed that binds parameters only (the call does not run every step)
 IMPORTED = ">"  # a seed that is another file's summary
@@ -251,6 +251,14 @@ def bind_foreign_arguments(func: FunctionInfo, signatures: list[str], decoder: D
 # attribute that holds the object, in whichever project module has that name (the project
 # pass resolves it only when exactly one module does).
 ANY_PACKAGE = "*."
+# A name that one of several `from m import *` may bring (`from datasets import *`, `from
+# utils import *`, then `accuracy(...)`): "*?datasets|utils.accuracy" ("/" for the dots of a
+# module's name); the project pass takes the first of those modules that defines it.
+FROM_STAR = "*?"
+
+
+def from_star(modules: Sequence[str], name: str) -> str:
+    return FROM_STAR + "|".join(m.replace(".", "/") for m in modules) + "." + name
 _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 
 
