@@ -240,3 +240,47 @@ def test_the_size_of_an_attribute_of_unknown_kind_is_an_int():
 def test_another_method_of_an_attribute_of_unknown_kind_says_nothing():
     found = _found(_PRIORS.format(method="lookup"))
     assert not {f for f in found if f[1] == "PFL101"}, found
+
+
+_SAMPLER = """
+    import pickle
+
+    import numpy as np
+    import torch
+
+
+    def edm_sampler(net, latents, num_steps=18, S_churn=0, S_min=0, S_max=float("inf")):
+        t_steps = torch.linspace(80, 0.002, num_steps, dtype=torch.float64, device=latents.device)
+        x_next = latents.to(torch.float64) * t_steps[0]
+        for i, (t_cur, t_next) in enumerate(zip(t_steps[:-1], t_steps[1:])):
+            gamma = min(S_churn / num_steps, np.sqrt(2) - 1) if S_min <= t_cur <= S_max else 0
+            denoised = net(x_next, t_cur + gamma * t_cur).to(torch.float64)
+            x_next = x_next + (t_next - t_cur) * denoised
+        return x_next
+
+
+    def ablation_sampler(net, latents, num_steps=18):
+        return net(latents, torch.ones(latents.shape[0], device=latents.device))
+
+
+    def main(network_pkl, device, ablation=False):
+        with open(network_pkl, "rb") as f:
+            {name} = pickle.load(f)["ema"].to(device)
+        sampler_fn = ablation_sampler if ablation else edm_sampler
+        latents = torch.randn([8, 3, 32, 32], device=device)
+        return sampler_fn({name}, latents)
+"""
+
+
+def test_a_network_loaded_and_moved_is_a_module_whichever_sampler_runs_it():
+    """EDM's generate.py: `net = pickle.load(f)["ema"].to(device)` is the network (its name
+    says so), not a tensor; `sampler_fn = ablation_sampler if ... else edm_sampler` runs one
+    of the two, and edm_sampler's loop runs the model at each step, whose `S_min <= t_cur`
+    reads a device tensor."""
+    found = _found(_SAMPLER.format(name="net"))
+    assert (11, "PFL206") in found
+
+
+def test_a_loaded_and_moved_value_named_like_data_is_still_a_tensor():
+    found = _found(_SAMPLER.format(name="latents_init"))
+    assert (11, "PFL206") not in found

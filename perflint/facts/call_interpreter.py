@@ -264,6 +264,8 @@ class CallInterpreter(ExpressionInterpreter):
                 return summarized
             if name in ("to", "cuda", "train", "eval"):
                 return recv  # `Generator(h).to(device)` (nn.Module's, or a structure's own `to`): the same class
+        if name in ("to", "cuda", "eval", "train", "half", "requires_grad_") and self._assigns_a_module():
+            return MODULE  # `net = pickle.load(f)["ema"].to(device)`: the name says a module, so is it
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
@@ -477,6 +479,14 @@ class CallInterpreter(ExpressionInterpreter):
         if self.reporting:
             found = cross.fed.setdefault(node, [])
             found.extend(origin for origin in loaders if origin not in found)
+
+    def _assigns_a_module(self) -> bool:
+        """`net = ...` (one name, which names a module): what the statement computes is one."""
+        stmt = self.stmt
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            return False
+        hint = hint_for_name(stmt.targets[0].id)
+        return hint is not None and hint.kind is Kind.MODULE
 
     def _assigns_a_loader(self) -> bool:
         """`train_loader, val_loader = build_loaders(cfg)`: the statement names a loader, so
