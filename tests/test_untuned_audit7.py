@@ -284,3 +284,68 @@ def test_a_network_loaded_and_moved_is_a_module_whichever_sampler_runs_it():
 def test_a_loaded_and_moved_value_named_like_data_is_still_a_tensor():
     found = _found(_SAMPLER.format(name="latents_init"))
     assert (11, "PFL206") not in found
+
+
+_DATA_MODULE = """
+    import pytorch_lightning as pl
+    from torch.utils.data import DataLoader
+
+
+    class DataModuleFromConfig({base}):
+        def __init__(self, datasets, batch_size, num_workers=4):
+            super().__init__()
+            self.datasets, self.batch_size, self.num_workers = datasets, batch_size, num_workers
+
+        def train_dataloader(self):
+            return DataLoader(self.datasets["train"], batch_size=self.batch_size, num_workers=self.num_workers)
+
+        def val_dataloader(self):
+            return [DataLoader(d, batch_size=self.batch_size, num_workers=4) for d in self.datasets["val"]]
+"""
+
+
+def test_the_loaders_a_lightning_data_module_returns_feed_the_device():
+    """latent-diffusion's `DataModuleFromConfig.train_dataloader()`: Lightning copies each
+    batch to the module's device, from pageable memory without `pin_memory`."""
+    found = _found(_DATA_MODULE.format(base="pl.LightningDataModule"))
+    assert {(11, "PFL104"), (14, "PFL104")} <= found, found
+
+
+def test_the_same_methods_on_a_class_no_framework_calls_feed_nothing():
+    found = _found(_DATA_MODULE.format(base="object"))
+    assert not {f for f in found if f[1] in ("PFL103", "PFL104")}, found
+
+
+_INSTALLED_HOOKS = """
+    from functools import partial
+
+    import pytorch_lightning as pl
+    from torch.utils.data import DataLoader
+
+
+    class DataModuleFromConfig(pl.LightningDataModule):
+        def __init__(self, batch_size, train=None, validation=None):
+            super().__init__()
+            self.batch_size = batch_size
+            if train is not None:
+                self.train_dataloader = self._train_dataloader
+            if validation is not None:
+                self.val_dataloader = partial(self._val_dataloader, shuffle=False)
+
+        def _train_dataloader(self):
+            return DataLoader(self.datasets["train"], batch_size=self.batch_size, num_workers=8)
+
+        def _val_dataloader(self, shuffle=False):
+            return DataLoader(self.datasets["validation"], batch_size=self.batch_size, num_workers=8)
+
+        def _debug_dataloader(self):
+            return DataLoader(self.datasets["train"], batch_size=1)
+"""
+
+
+def test_methods_installed_as_lightning_loader_hooks_feed_the_device():
+    """latent-diffusion's (and stable-diffusion's) `self.train_dataloader =
+    self._train_dataloader`, `self.val_dataloader = partial(self._val_dataloader, ...)`;
+    `_debug_dataloader`, installed as nothing, is not reported."""
+    found = {f for f in _found(_INSTALLED_HOOKS) if f[1] in ("PFL103", "PFL104")}
+    assert found == {(17, "PFL104"), (20, "PFL104")}, found

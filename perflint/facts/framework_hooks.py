@@ -10,6 +10,7 @@ import ast
 from typing import Iterable
 
 from .hotness import receiver_name
+from .syntax import dotted
 
 # ----------------------------------------------------------------- hooks and callbacks
 # Methods that training frameworks call on their hook and callback objects once per
@@ -86,9 +87,41 @@ def hook_kinds(class_names: Iterable[str], base_names: Iterable[str]) -> frozens
         last = base.rsplit(".", 1)[-1]
         if last == "LightningModule":
             kinds.add("lightning")
+        elif last == "LightningDataModule":
+            kinds.add("lightning_data")
         elif last.endswith("Trainer") or last == "TrainerBase":
             kinds.add("trainer")  # a base only: a trainer's own loop calls its own methods
     return frozenset(kinds)
+
+
+# Lightning calls these for the loaders it iterates, and copies each of their batches to the
+# module's device (`move_data_to_device(..., non_blocking=True)` from pageable memory unless
+# the loader pins it).
+_LIGHTNING_LOADER_HOOKS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
+
+
+def feeds_the_device(method: str, kinds: frozenset[str], cls_node: ast.ClassDef) -> bool:
+    """Are the loaders `method` returns iterated by a framework that moves their batches to
+    the device: a LightningModule's or LightningDataModule's `train_dataloader()`, or the
+    method its `__init__` installs as one (`self.train_dataloader = self._train_dataloader`,
+    `self.val_dataloader = partial(self._val_dataloader, shuffle=False)`: latent-diffusion)?"""
+    if not kinds & {"lightning", "lightning_data"}:
+        return False
+    return method in _LIGHTNING_LOADER_HOOKS or method in _installed_hooks(cls_node)
+
+
+def _installed_hooks(cls_node: ast.ClassDef) -> set[str]:
+    found = set()
+    for node in ast.walk(cls_node):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute)
+                and node.targets[0].attr in _LIGHTNING_LOADER_HOOKS):
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and value.args and dotted(value.func) in ("partial", "functools.partial"):
+            value = value.args[0]
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+            found.add(value.attr)
+    return found
 
 
 def every_step_hook(method: str, kinds: frozenset[str]) -> tuple[str, str] | None:

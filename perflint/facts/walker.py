@@ -22,10 +22,12 @@ from .environment import (
     join_env,
     tensor_check_subject,
 )
+from .framework_hooks import feeds_the_device
 from .hot_regions import (
+    class_hook_kinds,
+    clears_its_flag,
     default_decides,
     in_test_or_data_pipeline,
-    clears_its_flag,
     is_capped_by_counter,
     is_data,
     is_once_test,
@@ -182,8 +184,12 @@ class Walker(DispatchInterpreter):
         settings are reported there, when the report pass walks it)."""
         key = function_key(self.func)
         positions = self.file.cross.returns_moved.get(key) if key is not None else None
-        for position in positions or ():
-            loader = value if position < 0 else item_of(value, position)
+        loaders = [value if position < 0 else item_of(value, position) for position in positions or ()]
+        func = self.func
+        if func.cls is not None and feeds_the_device(func.name, class_hook_kinds(func.cls), func.cls.node):
+            # Lightning's `train_dataloader()`: one loader, or a list or dict of them
+            loaders += [value] + list(value.items or ()) + ([value.elem] if value.elem is not None else [])
+        for loader in loaders:
             origin = loader.origin if loader.kind is Kind.LOADER else None
             if isinstance(origin, ast.Call) and not made_elsewhere(origin):
                 self.file.cross.fed.setdefault(origin, [origin])

@@ -15,7 +15,9 @@ class DataLoaderWithoutPinMemory(Rule):
     Checks for a `torch.utils.data.DataLoader(...)` without `pin_memory=True` whose batches
     are copied to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
     in code that loop calls), or that is handed to Hugging Face accelerate's
-    `accelerator.prepare(...)`, whose loader copies every batch to the device.
+    `accelerator.prepare(...)`, whose loader copies every batch to the device, or that a
+    LightningModule's or LightningDataModule's `train_dataloader()` (`val_`, `test_`,
+    `predict_`) returns: Lightning copies each of its batches to the module's device.
 
     The finding is on the `DataLoader(...)` call. A loader whose `pin_memory` is a variable
     (`pin_memory=torch.cuda.is_available()`), or that gets its arguments from a `**kwargs`
@@ -180,6 +182,26 @@ class DataLoaderWithoutPinMemory(Rule):
             """,
             unsafe_fixes=True,
             note="a loader handed to `accelerator.prepare()`, which copies every batch to the device",
+        ),
+        Invalid(
+            """
+            import pytorch_lightning as pl
+            from torch.utils.data import DataLoader
+
+            class DataModule(pl.LightningDataModule):
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=32, num_workers=8)
+            """,
+            fixed="""
+            import pytorch_lightning as pl
+            from torch.utils.data import DataLoader
+
+            class DataModule(pl.LightningDataModule):
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=32, num_workers=8, pin_memory=True)
+            """,
+            unsafe_fixes=True,
+            note="a loader a LightningDataModule returns: Lightning copies every batch to the module's device",
         ),
     ]
     valid = [

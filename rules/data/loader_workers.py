@@ -12,7 +12,9 @@ class DataLoaderWithoutWorkers(Rule):
     """## What it does
     Checks for a `torch.utils.data.DataLoader(...)` without `num_workers > 0` whose batches
     are moved to the GPU every step (`.to(device)` / `.cuda()` in a loop over the loader, or
-    in code that loop calls, or by Hugging Face accelerate after `accelerator.prepare(loader)`).
+    in code that loop calls, by Hugging Face accelerate after `accelerator.prepare(loader)`, or
+    by Lightning for the loaders a LightningModule's or LightningDataModule's
+    `train_dataloader()`, `val_dataloader()`, ... returns).
 
     The finding is on the `DataLoader(...)` call. Settings given as `**kwargs` from a dict
     built in the same function (`kwargs = {...}`, then `kwargs.update({...})` or
@@ -128,6 +130,22 @@ class DataLoaderWithoutWorkers(Rule):
                     optimizer.step()
             """,
             note="settings in a dict passed as `**kwargs`: `num_workers` is not set on any path",
+        ),
+        Invalid(
+            """
+            import lightning as L
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+            class Classifier(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    return F.cross_entropy(self(x), y)
+
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=64, shuffle=True, pin_memory=True)
+            """,
+            note="a loader a LightningModule returns: Lightning iterates it and moves every batch to the device",
         ),
     ]
     valid = [
