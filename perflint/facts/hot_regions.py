@@ -53,10 +53,12 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
         # `step()`: one call is one step, whoever makes it
         return f"`{func.display_name}` runs the backward pass or the optimizer step: a training step"
     if cls is not None:
+        if in_test_file:
+            # a toy model in pytest's file, a test class's `get_dummy_inputs()` a testing mixin
+            # calls: the tests call them to check a result, not to train
+            return ""
         if cls.top_level and f"{cls.name}.{name}" in hot_functions:
             return f"`{cls.name}.{name}` is called every step from another module"
-        if in_test_file:
-            return ""  # a toy model in pytest's file: the test calls it once to check a result
         if cls.is_autograd_function and name in ("forward", "backward"):
             return f"autograd Function `{cls.name}.{name}`"
         if cls.is_data_pipeline:
