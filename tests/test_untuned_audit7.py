@@ -349,3 +349,39 @@ def test_methods_installed_as_lightning_loader_hooks_feed_the_device():
     `_debug_dataloader`, installed as nothing, is not reported."""
     found = {f for f in _found(_INSTALLED_HOOKS) if f[1] in ("PFL103", "PFL104")}
     assert found == {(17, "PFL104"), (20, "PFL104")}, found
+
+
+_PIX2PIX = """
+    import torch
+
+
+    def get_edges(t):
+        edge = {made}.zero_()
+        edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])
+        return edge.float()
+
+
+    def train(model, dataset, opt, start_epoch, epoch_iter):
+        total_steps = (start_epoch - 1) * len(dataset) + epoch_iter
+        print_delta = total_steps % opt.print_freq
+        for i, data in enumerate(dataset):
+            total_steps += opt.batch_size
+            edges = get_edges(data["inst"].cuda(non_blocking=True))
+            losses = model(data["label"].cuda(non_blocking=True), edges)
+            losses["G"].backward()
+            if total_steps % opt.print_freq == {phase}:
+                errors = {{k: v.item() for k, v in losses.items()}}
+"""
+
+
+def test_a_legacy_cuda_type_given_a_size_is_made_on_the_device_and_an_offset_phase_throttles():
+    """pix2pixHD: `torch.cuda.ByteTensor(t.size()).zero_()` allocates on the GPU (a size, not
+    data), and `if total_steps % opt.print_freq == print_delta:` logs once per print_freq."""
+    found = _found(_PIX2PIX.format(made="torch.cuda.ByteTensor(t.size())", phase="print_delta"))
+    assert not {f for f in found if f[1] in ("PFL101", "PFL201")}, found
+
+
+def test_a_legacy_cuda_type_given_data_copies_it_and_a_phase_that_always_matches_does_not_throttle():
+    found = _found(_PIX2PIX.format(made="torch.cuda.ByteTensor([[0, 1], [1, 0]])",
+                                   phase="total_steps % opt.print_freq"))
+    assert {(5, "PFL101"), (19, "PFL201")} <= found, found

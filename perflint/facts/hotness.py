@@ -156,8 +156,10 @@ def _is_mod_zero(node: ast.expr) -> bool:
     if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
         sides = (node.left, node.comparators[0])
         has_mod = any(isinstance(s, ast.BinOp) and isinstance(s.op, ast.Mod) for s in sides)
-        # `step % 100 == 0`, and `step % 100 == 99` (the last step of each hundred)
-        has_constant = any(isinstance(s, ast.Constant) and type(s.value) is int for s in sides)
+        # `step % 100 == 0`, and `step % 100 == 99` (the last step of each hundred), or
+        # `total_steps % opt.print_freq == print_delta` (an offset kept in a variable: pix2pixHD)
+        has_constant = any(isinstance(s, ast.Constant) and type(s.value) is int
+                           or isinstance(s, (ast.Name, ast.Attribute)) for s in sides)
         return has_mod and has_constant
     return False
 

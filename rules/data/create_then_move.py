@@ -43,6 +43,14 @@ def _has_zero_size(call: ast.Call) -> bool:
     return any(isinstance(a, ast.Constant) and type(a.value) is int and a.value == 0 for a in sizes)
 
 
+def _is_shape(node: ast.expr) -> bool:
+    """`t.size()`, `t.shape`: a `torch.Size`, which a legacy constructor reads as sizes."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "shape"
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+        and not node.args and not node.keywords
+
+
 def _literal_data(node: ast.expr) -> bool:
     """Numbers and (nested) lists or tuples of them: a constant."""
     if isinstance(node, ast.Constant):
@@ -545,6 +553,18 @@ class CreateThenMove(Rule):
             """,
             note="a factory combined with a batch (the lengths must cross anyway) or with a value of unknown kind",
         ),
+        Valid(
+            """
+            import torch
+
+            class Pix2PixHDModel(torch.nn.Module):
+                def get_edges(self, t):
+                    edge = torch.cuda.ByteTensor(t.size()).zero_()
+                    edge[:, :, :, 1:] = edge[:, :, :, 1:] | (t[:, :, :, 1:] != t[:, :, :, :-1])
+                    return edge.float()
+            """,
+            note="a CUDA legacy type given a `torch.Size` allocates on the device: nothing crosses (pix2pixHD)",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -629,6 +649,8 @@ class CreateThenMove(Rule):
         if qualname and qualname.startswith("torch.cuda.") and qualname[11:] in LEGACY_CONSTRUCTORS and node.args:
             # `Tensor(np.random.normal(0, 1, (b, d)))` with `Tensor = torch.cuda.FloatTensor`
             data = ctx.value(node.args[0])
+            if _is_shape(node.args[0]):
+                return  # `torch.cuda.ByteTensor(t.size())`: a size, the tensor is made on the device
             if data.kind is Kind.NDARRAY or (data.kind is Kind.SEQ and not maybe_accel_tensor(node.args[0], ctx)):
                 ctx.report(node, self.host_data_message, factory=ctx.text(node.func))
             return
