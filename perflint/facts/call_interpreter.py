@@ -32,6 +32,7 @@ from .project_calls import (
 )
 from .records import SUMMARY, ClassInfo, FunctionInfo
 from .summaries import (
+    CLOSURE,
     Decoder,
     call_lookup,
     code_of,
@@ -70,6 +71,7 @@ from .values import (
     is_distribution,
     join,
     module_output,
+    ref,
     seq_of,
     tuple_of,
 )
@@ -414,7 +416,8 @@ class CallInterpreter(ExpressionInterpreter):
         # (`train_loader = build_loader(cfg)`: its settings), or in what a function returns, when
         # another file asks for that function's summary ("qualname<Name", see
         # perflint.project.project_seeds).
-        if self._assigns_a_loader() or (_passes_loader(args, kwargs) and not self.file.test_file):
+        if self._assigns_a_loader() or self._assigns_a_called_name() \
+                or (_passes_loader(args, kwargs) and not self.file.test_file):
             cross.calls.add(qualname)  # (a test hands a loader of five samples to the training helper)
         elif self.mode != SUMMARY:
             if self.hot:
@@ -463,6 +466,8 @@ class CallInterpreter(ExpressionInterpreter):
                     found = cross.fed.setdefault(node, [])
                     if origin not in found:
                         found.append(origin)
+        if returns.startswith(CLOSURE):  # `train = train_fns.GAN_training_function(...)`
+            return ref(f"{qualname}.{returns[len(CLOSURE):]}")
         value = self._decoder().value(returns, passed, returned=(qualname, -1))
         return value if value.kind is not Kind.UNKNOWN or value.ref else None
 
@@ -479,6 +484,14 @@ class CallInterpreter(ExpressionInterpreter):
         if self.reporting:
             found = cross.fed.setdefault(node, [])
             found.extend(origin for origin in loaders if origin not in found)
+
+    def _assigns_a_called_name(self) -> bool:
+        """`train = train_fns.GAN_training_function(G, D, ...)`, then `train(x, y)` in the
+        loop: what the call returns is called here (a function it defines, maybe)."""
+        stmt = self.stmt
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            return False
+        return stmt.targets[0].id in self.file.called_names(self.func.node)
 
     def _assigns_a_module(self) -> bool:
         """`net = ...` (one name, which names a module): what the statement computes is one."""
@@ -535,7 +548,7 @@ class CallInterpreter(ExpressionInterpreter):
         if self.hot and self.reporting and project:
             self._note_external_call(qualname + call_signature(node, args, kwargs), qualname.lstrip("."), node)
         value = external_call_value(qualname, node, args, self.qualname)
-        if value.kind is Kind.UNKNOWN and project and qualname.rsplit(".", 1)[-1][:1].isupper():
+        if value.kind is Kind.UNKNOWN and project and _names_a_class(qualname.rsplit(".", 1)[-1]):
             # `ConfusionMatrix(nc)` from the user's `utils.metrics`: remember the class, so
             # its methods called every step are hot in their own file (the project pass);
             # what its constructor is passed binds its parameters there
@@ -755,6 +768,11 @@ _ACCELERATOR = PROJECT_CLASS + "accelerate.Accelerator"  # the value of `acceler
 
 def _passes_loader(args: list[Value], kwargs: dict[str | None, Value]) -> bool:
     return any(a.kind is Kind.LOADER for a in args) or any(v.kind is Kind.LOADER for v in kwargs.values())
+
+
+def _names_a_class(name: str) -> bool:
+    """`ConfusionMatrix`, `ResNet_v2`: CapWords; not `GAN_training_function` (BigGAN's)."""
+    return name[:1].isupper() and sum(part.islower() for part in name.split("_")) < 2
 
 
 def _binds(value: Value) -> bool:

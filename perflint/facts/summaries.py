@@ -50,6 +50,7 @@ from .values import (
     tuple_of,
 )
 
+CLOSURE = "&"  # the summary of a function that returns a function it defines: "&inner"
 PROJECT_CLASS = "@"  # `ref` prefix of an instance of a class imported from (maybe) a project file
 LOCAL_CLASS = "%"
 MOVES = "!"
@@ -75,9 +76,13 @@ Lookup = Callable[[str, str], "Value | None"]  # (position, name) of a parameter
 
 # --------------------------------------------------------------------------- function keys
 def function_key(func: FunctionInfo) -> str | None:
-    """How other files name `func`: "name" (module level) or "Class.method" (a method of a
-    top-level class); None for nested functions."""
-    if func.parent is not None:
+    """How other files name `func`: "name" (module level), "Class.method" (a method of a
+    top-level class), or "outer.inner" (a function a module-level function defines, and may
+    return: BigGAN's `train = train_fns.GAN_training_function(...)`); None for the others."""
+    parent = func.parent
+    if parent is not None:
+        if func.cls is None and parent.parent is None and parent.cls is None:
+            return f"{parent.name}.{func.name}"
         return None
     if func.cls is None:
         return func.name
@@ -329,7 +334,11 @@ def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> 
         return "Bc" if value.on_cpu else "B"
     if kind is Kind.LOADER:
         facts = loader_facts(value.origin)
-        return "L" + facts if facts else NOTHING
+        if facts:
+            return "L" + facts
+        # a function returning one of loaders built differently (BigGAN's `get_data_loaders`:
+        # a sampler on one branch, shuffling on the other): a loader, of unknown settings
+        return "L" + CONFLICT * len(_LOADER_POSITIONS) if owner is not None else NOTHING
     if kind is Kind.UNKNOWN or (kind is Kind.MODULE and (value.ref or "").startswith(PROJECT_CLASS)):
         # an instance of a project class, a module too (`model = NeRFNetwork(...)`): the callee
         # keeps a module by its name (calling it runs the model) and its class (its methods)
@@ -488,6 +497,8 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
     moved: dict[str, list[str]] = {}
     for key, position, name in sorted(moves):
         moved.setdefault(key, []).append(f"${position}:{name}")
+    functions = list(functions)
+    nested = {(id(f.parent), f.name) for f in functions if f.parent is not None}
     out = []
     for func in functions:
         key = function_key(func)
@@ -498,6 +509,8 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
                 and not (result.ref or "").startswith(PROJECT_CLASS):
             result = annotated(func) or result
         returns = code_of(result, func)
+        if result.kind is Kind.FUNC and result.ref and (id(func), result.ref) in nested:
+            returns = CLOSURE + result.ref  # the function it defines: "f=&train"
         cls = func.cls
         if func.name == "forward" and cls is not None and cls.is_module and cls.lookup_method("__call__") is None:
             # Calling `Generator(h).to(device)` in another file runs this: a model's output,
@@ -512,6 +525,6 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
     return tuple(sorted(set(out)))
 
 
-__all__ = ["Decoder", "PLAIN", "PROJECT_CLASS", "call_lookup", "code_of", "export", "function_key", "has_markers",
+__all__ = ["CLOSURE", "Decoder", "PLAIN", "PROJECT_CLASS", "call_lookup", "code_of", "export", "function_key", "has_markers",
            "informative", "instantiate", "join_codes", "join_summaries", "made_elsewhere", "param_marker", "param_of",
            "parameter_of", "parameters", "split_codes", "split_summary", "vague"]
