@@ -14,6 +14,10 @@ def _found(source: str, filename: str = "train.py") -> set[tuple[int, str]]:
     return {(d.location.row, d.code) for d in check_source(source, filename, select=["ALL"])}
 
 
+def _with_code(found: set[tuple[int, str]], *codes: str) -> set[tuple[int, str]]:
+    return {f for f in found if f[1] in codes}
+
+
 _IMAGE_LOGGER = """
     import torch
     from pytorch_lightning.callbacks import Callback
@@ -51,7 +55,7 @@ def test_a_method_that_says_when_a_step_is_due_throttles_what_it_guards():
                 return True
             return False"""
     found = _found(_IMAGE_LOGGER.format(check=check))
-    assert not {f for f in found if f[1] == "PFL203"}, found
+    assert not _with_code(found, "PFL203"), found
 
 
 def test_a_method_that_returns_true_on_other_steps_does_not_throttle():
@@ -88,7 +92,7 @@ def test_a_branch_that_turns_its_own_flag_off_runs_once():
     """litgpt's generation loop: `if prefill_token: prefill_token = False; input_pos =
     torch.tensor([prompt_size], ...)` builds the position once, after the prefill."""
     found = _found(_GENERATE.format(reset="pass"))
-    assert not {f for f in found if f[1] == "PFL101"}, found
+    assert not _with_code(found, "PFL101"), found
 
 
 def test_a_flag_set_again_every_step_does_not_make_its_branch_run_once():
@@ -115,7 +119,7 @@ def test_a_toy_model_in_a_pytest_file_is_not_per_step_code():
     """litgpt's tests define models whose `forward` returns a constant: the test calls them
     once to check a result, it does not train with them."""
     found = _found(_TOY_MODEL, filename="tests/test_generate_speculatively.py")
-    assert not {f for f in found if f[1] == "PFL106"}, found
+    assert not _with_code(found, "PFL106"), found
 
 
 def test_the_same_model_outside_a_test_file_is_per_step_code():
@@ -150,7 +154,7 @@ def test_an_array_known_only_from_an_isinstance_check_may_be_the_batch():
     """torch-ngp's `Trainer.prepare_data(data)` moves whatever arrays the batch holds: their
     data has to cross, so "compute it on the device, or build it once" does not apply."""
     found = _found(_PREPARE_DATA.format(extra="pass"))
-    assert not {f for f in found if f[1] == "PFL101"}, found
+    assert not _with_code(found, "PFL101"), found
 
 
 def test_an_array_computed_on_the_host_every_step_is_still_reported():
@@ -182,7 +186,7 @@ def test_a_legacy_constructor_of_a_range_expanded_like_a_device_tensor_is_built_
 
 def test_a_batch_expanded_like_a_device_tensor_is_data_that_has_to_cross():
     found = _found(_RANKS.format(ranks="labels"))
-    assert not {f for f in found if f[1] == "PFL101"}, found
+    assert not _with_code(found, "PFL101"), found
 
 
 _ACCUMULATION = """
@@ -210,7 +214,7 @@ def test_a_counter_test_that_gates_the_optimizer_step_is_the_accumulation_bounda
 def test_a_step_counter_restored_from_a_checkpoint_still_guards_a_first_step_branch():
     found = _found(_ACCUMULATION.format(step="pass").replace(
         "train_state.acc_step == 0", "train_state.global_step == 0"))
-    assert not {f for f in found if f[1] == "PFL201"}, found
+    assert not _with_code(found, "PFL201"), found
 
 
 _PRIORS = """
@@ -239,7 +243,7 @@ def test_the_size_of_an_attribute_of_unknown_kind_is_an_int():
 
 def test_another_method_of_an_attribute_of_unknown_kind_says_nothing():
     found = _found(_PRIORS.format(method="lookup"))
-    assert not {f for f in found if f[1] == "PFL101"}, found
+    assert not _with_code(found, "PFL101"), found
 
 
 _SAMPLER = """
@@ -313,7 +317,7 @@ def test_the_loaders_a_lightning_data_module_returns_feed_the_device():
 
 def test_the_same_methods_on_a_class_no_framework_calls_feed_nothing():
     found = _found(_DATA_MODULE.format(base="object"))
-    assert not {f for f in found if f[1] in ("PFL103", "PFL104")}, found
+    assert not _with_code(found, "PFL103", "PFL104"), found
 
 
 _INSTALLED_HOOKS = """
@@ -347,7 +351,7 @@ def test_methods_installed_as_lightning_loader_hooks_feed_the_device():
     """latent-diffusion's (and stable-diffusion's) `self.train_dataloader =
     self._train_dataloader`, `self.val_dataloader = partial(self._val_dataloader, ...)`;
     `_debug_dataloader`, installed as nothing, is not reported."""
-    found = {f for f in _found(_INSTALLED_HOOKS) if f[1] in ("PFL103", "PFL104")}
+    found = _with_code(_found(_INSTALLED_HOOKS), "PFL103", "PFL104")
     assert found == {(17, "PFL104"), (20, "PFL104")}, found
 
 
@@ -378,7 +382,7 @@ def test_a_legacy_cuda_type_given_a_size_is_made_on_the_device_and_an_offset_pha
     """pix2pixHD: `torch.cuda.ByteTensor(t.size()).zero_()` allocates on the GPU (a size, not
     data), and `if total_steps % opt.print_freq == print_delta:` logs once per print_freq."""
     found = _found(_PIX2PIX.format(made="torch.cuda.ByteTensor(t.size())", phase="print_delta"))
-    assert not {f for f in found if f[1] in ("PFL101", "PFL201")}, found
+    assert not _with_code(found, "PFL101", "PFL201"), found
 
 
 def test_a_legacy_cuda_type_given_data_copies_it_and_a_phase_that_always_matches_does_not_throttle():
