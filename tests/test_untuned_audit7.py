@@ -389,3 +389,34 @@ def test_a_legacy_cuda_type_given_data_copies_it_and_a_phase_that_always_matches
     found = _found(_PIX2PIX.format(made="torch.cuda.ByteTensor([[0, 1], [1, 0]])",
                                    phase="total_steps % opt.print_freq"))
     assert {(5, "PFL101"), (19, "PFL201")} <= found, found
+
+
+_HIGH_PASS = """
+    import torch
+    import torch.nn as nn
+
+
+    class HighPass(nn.Module):
+        def forward(self, x, up=True):
+            N, H = 8, x.size(2)
+            if up:
+                head = torch.arange(H - N) + N
+                tail = torch.arange(N)
+            else:
+                head = {other}
+                tail = torch.arange(H - N)
+            perm = torch.cat([head, tail]).to(x.device)
+            return x[:, :, perm, :]
+"""
+
+
+def test_parts_built_on_the_host_on_both_branches_are_host_built():
+    """stargan-v2's `shift()`: `head` and `tail` are aranges on either branch, then
+    `torch.cat([head, tail]).to(x.device)` copies them every call."""
+    found = _found(_HIGH_PASS.format(other="torch.arange(N) + (H - N)"))
+    assert (14, "PFL101") in found
+
+
+def test_a_part_that_is_data_on_one_branch_is_not_host_built():
+    found = _found(_HIGH_PASS.format(other="x.new_tensor([0]).long().cpu()"))
+    assert not _with_code(found, "PFL101"), found

@@ -85,6 +85,38 @@ def reaching_assignment(name: str, ctx: RuleContext, start: ast.stmt | None = No
     the current statement): the last earlier statement of an enclosing block that binds
     `name`, when it is a plain assignment (of a call, with `calls_only`); None when that is
     not clear (a parameter, a branch, a loop or a `try` that may have rebound it)."""
+    found = reaching_assignments(name, ctx, start, calls_only, branches=False)
+    return found[0] if found else None
+
+
+def reaching_assignments(name: str, ctx: RuleContext, start: ast.stmt | None = None,
+                         calls_only: bool = True, branches: bool = True) -> list[ast.Assign]:
+    """`reaching_assignment`, and with `branches` the last plain assignment of each branch of
+    an `if`/`else` that binds `name` on both (stargan-v2's `if up: head = torch.arange(H - N)
+    + N ... else: head = torch.arange(N) + (H - N)`); [] when that is not clear."""
+    binder = _binding_statement(name, ctx, start)
+    if _plain_assignment(binder, calls_only):
+        return [binder]  # type: ignore[list-item]
+    if not (branches and isinstance(binder, ast.If) and binder.orelse):
+        return []
+    found = []
+    for block in (binder.body, binder.orelse):
+        last = [stmt for stmt in block if binds(stmt, name)]
+        if not last or not _plain_assignment(last[-1], calls_only) \
+                or any(isinstance(stmt, (*_LOOPS, ast.Try)) for stmt in block):
+            return []
+        found.append(last[-1])
+    return found
+
+
+def _plain_assignment(stmt: ast.stmt | None, calls_only: bool) -> bool:
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+        and (isinstance(stmt.value, ast.Call) or not calls_only)
+
+
+def _binding_statement(name: str, ctx: RuleContext, start: ast.stmt | None) -> ast.stmt | None:
+    """The last earlier statement of an enclosing block that binds `name`, when no loop,
+    `try` or `with` around `start` may have rebound it since."""
     scope = ctx.function_node
     node: ast.AST | None = start if start is not None else ctx.statement
     while node is not None and node is not scope:
@@ -98,11 +130,7 @@ def reaching_assignment(name: str, ctx: RuleContext, start: ast.stmt | None = No
                 continue
             for previous in reversed(block[:index]):
                 if binds(previous, name):
-                    if isinstance(previous, ast.Assign) and len(previous.targets) == 1 \
-                            and isinstance(previous.targets[0], ast.Name) \
-                            and (isinstance(previous.value, ast.Call) or not calls_only):
-                        return previous
-                    return None
+                    return previous
             if field != "body" and isinstance(parent, (*_LOOPS, ast.Try)) and binds(parent, name):
                 return None  # `else:` / `finally:` after a body that may have rebound it
             break
@@ -150,13 +178,14 @@ def host_built(node: ast.expr, ctx: RuleContext, names: bool = False, statement:
             return None
         if assumed and node.id in assumed:  # a value written into the tensor reads it
             return assumed[node.id]
-        assignment = reaching_assignment(node.id, ctx, statement, calls_only=False)
-        if assignment is None:
-            return None
-        made = host_built(assignment.value, ctx, names, assignment, deeper, assumed)
-        if made is None or not written_host_built_only(node.id, assignment, made, ctx, deeper, assumed):
-            return None
-        return made
+        first = None
+        assignments = reaching_assignments(node.id, ctx, statement, calls_only=False)
+        for assignment in assignments:
+            made = host_built(assignment.value, ctx, names, assignment, deeper, assumed)
+            if made is None or not written_host_built_only(node.id, assignment, made, ctx, deeper, assumed):
+                return None
+            first = first or made
+        return first
     if isinstance(node, ast.Subscript):
         made = host_built(node.value, ctx, names, statement, deeper, assumed)
         return made if made is not None and _python_index(node.slice, ctx) else None

@@ -594,7 +594,7 @@ class CreateThenMove(Rule):
         while isinstance(inner, ast.Call) and cast_dtype(inner, ctx, "torch") is not None:
             casts.append(inner)
             inner = inner.func.value  # type: ignore[attr-defined]
-        made = host_built(inner, ctx)
+        made = host_built(inner, ctx, names=True)
         if made is not None and made is not inner and not ctx.value(move.receiver).on_accel:
             # `torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`,
             # `torch.arange(n).unsqueeze(0).to(device)`: no fix (each factory needs `device=`),

@@ -371,6 +371,20 @@ class ImplicitHostToDeviceCopy(Rule):
             """,
             note="written in place with factories only, then moved (diffusers' Flux latent ids)",
         ),
+        Invalid(
+            """
+            import torch
+
+            for images, targets in loader:
+                if step % 2:
+                    order = torch.randperm(8)
+                else:
+                    order = torch.arange(8)
+                order = order.to(device)
+                out = model(images.to(device, non_blocking=True), order)
+            """,
+            note="built from factories on both branches of an `if`, then moved",
+        ),
     ]
     valid = [
         Valid(
@@ -440,11 +454,11 @@ class ImplicitHostToDeviceCopy(Rule):
                 if step % 2:
                     order = torch.randperm(8)
                 else:
-                    order = torch.arange(8)
+                    order = targets.argsort()
                 order = order.to(device)
                 out = model(images.to(device), labels, order)
             """,
-            note="a factory combined with the batch's targets; a name bound on two branches is not followed",
+            note="a factory combined with the batch's targets; a name bound on two branches, one of them data",
         ),
         Valid(
             """
