@@ -420,3 +420,35 @@ def test_parts_built_on_the_host_on_both_branches_are_host_built():
 def test_a_part_that_is_data_on_one_branch_is_not_host_built():
     found = _found(_HIGH_PASS.format(other="x.new_tensor([0]).long().cpu()"))
     assert not _with_code(found, "PFL101"), found
+
+
+_FEATURE_BANK = """
+    import torch
+    import torch.distributed as dist
+
+
+    @torch.no_grad()
+    def extract_features(model, data_loader):
+        features = None
+        for samples, index in data_loader:
+            samples = samples.cuda(non_blocking=True)
+            feats = model(samples).clone()
+            if dist.get_rank() == 0 and features is None:
+                features = torch.zeros(len(data_loader.dataset), feats.shape[-1])
+                features = features.cuda(non_blocking=True)
+            features.index_copy_(0, index.cuda(non_blocking=True), feats)
+            {reset}
+        return features
+"""
+
+
+def test_a_local_filled_on_the_first_step_is_filled_once():
+    """dino's `extract_features`: `if dist.get_rank() == 0 and features is None:` makes the
+    feature bank on the first batch only."""
+    found = _found(_FEATURE_BANK.format(reset="pass"))
+    assert not _with_code(found, "PFL101"), found
+
+
+def test_a_local_the_loop_empties_again_is_filled_every_step():
+    found = _found(_FEATURE_BANK.format(reset="features = None"))
+    assert (13, "PFL101") in found, found

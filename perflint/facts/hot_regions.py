@@ -259,6 +259,26 @@ def clears_its_flag(node: ast.If, loops: list[LoopInfo]) -> bool:
     )
 
 
+def fills_a_local_once(node: ast.If, loops: list[LoopInfo]) -> bool:
+    """`if features is None: features = torch.zeros(n, d).cuda()` in a loop (dino's
+    `extract_features`, also under `and`): the first step fills the local, the others skip
+    the branch. Not when the loop sets the local again elsewhere."""
+    tests = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) \
+        else [node.test]
+    names = [t.left for t in tests if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Is)
+             and isinstance(t.left, ast.Name) and isinstance(t.comparators[0], ast.Constant)
+             and t.comparators[0].value is None]
+    if not names or not loops:
+        return False
+    inside = {id(n) for n in ast.walk(node)}
+    for name in names:
+        assigned = [target for stmt in ast.walk(loops[-1].node) if isinstance(stmt, ast.Assign)
+                    for target in stmt.targets if _same_place(target, name)]
+        if assigned and all(id(target) in inside for target in assigned):
+            return True
+    return False
+
+
 def _turns_off(stmt: ast.AST, flag: ast.Name | ast.Attribute) -> bool:
     """`flag = False` (or 0, or None)."""
     return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _same_place(stmt.targets[0], flag) \

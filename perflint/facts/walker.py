@@ -26,6 +26,7 @@ from .framework_hooks import feeds_the_device
 from .hot_regions import (
     class_hook_kinds,
     clears_its_flag,
+    fills_a_local_once,
     default_decides,
     in_test_or_data_pipeline,
     is_capped_by_counter,
@@ -207,6 +208,7 @@ class Walker(DispatchInterpreter):
             and not is_lazy_init(node) \
             and not is_capped_by_counter(node, self.loops, self.func.node) \
             and not clears_its_flag(node, self.loops) \
+            and not fills_a_local_once(node, self.loops) \
             and not is_failure_guard(node) and not is_other_device_test(node.test, self.other_device_flags)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
