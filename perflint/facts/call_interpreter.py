@@ -356,6 +356,10 @@ class CallInterpreter(ExpressionInterpreter):
         kind = callee.kind
         if kind is Kind.UNKNOWN and _tokenizer_call(node):
             return _HOST_BATCH
+        if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name):
+            made_by = self.file.cross.results_of.get((id(self.func), node.func.id))
+            if made_by is not None:
+                self.file.cross.calls.add(made_by)  # what `train = factory(...)` returns is called
         if kind is Kind.REF:
             return self._qualified_call(callee.ref or "", node, args, kwargs)
         if kind is Kind.FUNC:
@@ -416,8 +420,8 @@ class CallInterpreter(ExpressionInterpreter):
         # (`train_loader = build_loader(cfg)`: its settings), or in what a function returns, when
         # another file asks for that function's summary ("qualname<Name", see
         # perflint.project.project_seeds).
-        if self._assigns_a_loader() or self._assigns_a_called_name() \
-                or (_passes_loader(args, kwargs) and not self.file.test_file):
+        self._remember_result(qualname)
+        if self._assigns_a_loader() or (_passes_loader(args, kwargs) and not self.file.test_file):
             cross.calls.add(qualname)  # (a test hands a loader of five samples to the training helper)
         elif self.mode != SUMMARY:
             if self.hot:
@@ -485,13 +489,14 @@ class CallInterpreter(ExpressionInterpreter):
             found = cross.fed.setdefault(node, [])
             found.extend(origin for origin in loaders if origin not in found)
 
-    def _assigns_a_called_name(self) -> bool:
-        """`train = train_fns.GAN_training_function(G, D, ...)`, then `train(x, y)` in the
-        loop: what the call returns is called here (a function it defines, maybe)."""
+    def _remember_result(self, qualname: str) -> None:
+        """`train = train_fns.GAN_training_function(G, D, ...)`: which call gave the name its
+        value, so that calling that name (`train(x, y)`) asks for the call's summary (a
+        function it defines, maybe). A name that says what it holds (`model`) is not needed."""
         stmt = self.stmt
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-            return False
-        return stmt.targets[0].id in self.file.called_names(self.func.node)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and hint_for_name(stmt.targets[0].id) is None:
+            self.file.cross.results_of[(id(self.func), stmt.targets[0].id)] = qualname
 
     def _assigns_a_module(self) -> bool:
         """`net = ...` (one name, which names a module): what the statement computes is one."""

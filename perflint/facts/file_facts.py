@@ -99,22 +99,12 @@ class FileFacts:
         self.module_env: Env = {}
         self.context: RuleHost | None = None
         self.imports_torch = False
-        self._called_names: dict[int, frozenset[str]] = {}
         self._star_imports: list[str] = []  # `from utils import *` at module level: "utils"
         self.cold_rules_enabled = any(not v for v in self.hot_only.values())
         self._subclasses: dict[int, list[ClassInfo]] | None = None
         self._throttling_helpers: frozenset[str] | None = None
         self._collect(tree.body, parent=None, cls=None)
         self._link_classes()
-
-    def called_names(self, scope: ast.AST) -> frozenset[str]:
-        """The names `scope` (a function or the module) calls: `train(x, y)`."""
-        found = self._called_names.get(id(scope))
-        if found is None:
-            found = self._called_names[id(scope)] = frozenset(
-                node.func.id for node in ast.walk(scope)
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name))
-        return found
 
     @property
     def star_modules(self) -> list[str]:

@@ -155,6 +155,9 @@ class CrossFile:
         self.class_bases: set[str] = set()  # `FileResult.bases`
         self.bound_calls: set[str] = set()
         self.calls: set[str] = set()
+        # (id(function), name) -> the project call whose result the name holds (`train =
+        # train_fns.GAN_training_function(...)`): asked for when the name is called
+        self.results_of: dict[tuple[int, str], str] = {}
         self.cold_calls: dict[int, set[str]] = {}  # id(function) -> names called in its cold code
         self.runs_hot: set[int] = set()  # ids of the functions with code that runs every step
         # (function key, position, name) of the parameters whose loaders' batches this file

@@ -202,9 +202,9 @@ class Walker(DispatchInterpreter):
         hot = self.hot
         # a throttled (or once-only) test, unless it gates the optimizer step (gradient
         # accumulation: `if train_state.acc_step == 0: optimizer.step()`)
-        gates_the_step = steps_the_optimizer(node.body)
         body_hot = hot and not ((is_throttled_test(node.test, self.throttled_flags)
-                                 or is_once_test(node.test, self.loops, self.value)) and not gates_the_step) \
+                                 or is_once_test(node.test, self.loops, self.value))
+                                and not steps_the_optimizer(node.body)) \
             and not is_lazy_init(node) \
             and not is_capped_by_counter(node, self.loops, self.func.node) \
             and not clears_its_flag(node, self.loops) \
