@@ -493,18 +493,22 @@ class CallInterpreter(ExpressionInterpreter):
         """`train = train_fns.GAN_training_function(G, D, ...)`: which call gave the name its
         value, so that calling that name (`train(x, y)`) asks for the call's summary (a
         function it defines, maybe). A name that says what it holds (`model`) is not needed."""
-        stmt = self.stmt
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and hint_for_name(stmt.targets[0].id) is None:
-            self.file.cross.results_of[(id(self.func), stmt.targets[0].id)] = qualname
+        name = self._assigned_name()
+        if name is not None and hint_for_name(name) is None:
+            self.file.cross.results_of[(id(self.func), name)] = qualname
 
     def _assigns_a_module(self) -> bool:
         """`net = ...` (one name, which names a module): what the statement computes is one."""
-        stmt = self.stmt
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-            return False
-        hint = hint_for_name(stmt.targets[0].id)
+        name = self._assigned_name()
+        hint = hint_for_name(name) if name is not None else None
         return hint is not None and hint.kind is Kind.MODULE
+
+    def _assigned_name(self) -> str | None:
+        """`name` in the current statement `name = ...` (one plain name), else None."""
+        stmt = self.stmt
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            return stmt.targets[0].id
+        return None
 
     def _assigns_a_loader(self) -> bool:
         """`train_loader, val_loader = build_loaders(cfg)`: the statement names a loader, so

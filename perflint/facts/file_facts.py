@@ -99,18 +99,14 @@ class FileFacts:
         self.module_env: Env = {}
         self.context: RuleHost | None = None
         self.imports_torch = False
-        self._star_imports: list[str] = []  # `from utils import *` at module level: "utils"
+        # the modules of the file's module-level `from m import *` that may be the project's
+        # (torch-ngp's `from nerf.utils import *` then `Trainer(...)`): where free names come from
+        self.star_modules: list[str] = []
         self.cold_rules_enabled = any(not v for v in self.hot_only.values())
         self._subclasses: dict[int, list[ClassInfo]] | None = None
         self._throttling_helpers: frozenset[str] | None = None
         self._collect(tree.body, parent=None, cls=None)
         self._link_classes()
-
-    @property
-    def star_modules(self) -> list[str]:
-        """The modules of the file's `from m import *` that may be the project's (torch-ngp's
-        `from nerf.utils import *` then `Trainer(...)`): where its free names may come from."""
-        return [m for m in self._star_imports if may_be_project_function(m + ".x")]
 
     def throttling_helpers(self) -> frozenset[str]:
         """Module-level functions (and, as `self.name`, methods) that return a throttled test
@@ -160,7 +156,9 @@ class FileFacts:
                 if any(n == "torch" or n.startswith("torch.") for n in names):
                     self.imports_torch = True
                 if owner is None and isinstance(node, ast.ImportFrom) and node.names[0].name == "*":
-                    self._star_imports.append("." * node.level + (node.module or ""))
+                    module = "." * node.level + (node.module or "")
+                    if may_be_project_function(module + ".x"):
+                        self.star_modules.append(module)
             # Statements are walked here, in the same order as always (it decides which of
             # two same-named defs wins); expressions hold no statements, only comprehensions,
             # so they are scanned afterwards and only for functions not yet known to loop.

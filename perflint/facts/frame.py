@@ -114,10 +114,9 @@ class Frame:
         name, of that class (so `self.model.render(...)` runs `NeRFNetwork.render`)."""
         if passed is None and self.mode == SUMMARY and self.specialized is None:
             passed = self.file.cross.summary_args.get(id(self.func), {}).get(name)
-        if passed is None or passed.kind is not Kind.UNKNOWN or not (passed.ref or "").startswith(PROJECT_CLASS):
+        if passed is None or passed.kind is not Kind.UNKNOWN:
             return None
-        hint = hint_for_name(name, parameter=True)
-        return Value(Kind.MODULE, ref=passed.ref) if hint is not None and hint.kind is Kind.MODULE else None
+        return _module_of_class(hint_for_name(name, parameter=True), passed)
 
     def _keywords_value(self, name: str) -> Value:
         """What `**kwargs` holds: a dict of what the callers pass as extra keywords when that
@@ -213,8 +212,9 @@ class Frame:
     def bind(self, name: str, value: Value) -> None:
         if value.kind is Kind.UNKNOWN:
             hint = hint_for_name(name)
-            if hint is not None and hint.kind is Kind.MODULE and (value.ref or "").startswith(PROJECT_CLASS):
-                value = Value(Kind.MODULE, ref=value.ref)  # `model = load_model(h)`: a module of that class
+            module = _module_of_class(hint, value)  # `model = load_model(h)`: a module of that class
+            if module is not None:
+                value = module
             elif hint is not None:
                 value = hint
         self.env[name] = value
@@ -295,3 +295,11 @@ def _is_number_annotation(annotation: ast.expr | None) -> bool:
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         return annotation.value in ("float", "int", "bool")
     return isinstance(annotation, ast.Name) and annotation.id in ("float", "int", "bool")
+
+
+def _module_of_class(hint: Value | None, value: Value) -> Value | None:
+    """An instance of a project class held by a name that says module (`model`, `net`): a
+    module of that class, whose methods are its own; None otherwise."""
+    if hint is not None and hint.kind is Kind.MODULE and (value.ref or "").startswith(PROJECT_CLASS):
+        return Value(Kind.MODULE, ref=value.ref)
+    return None

@@ -23,6 +23,7 @@ from .hotness import (
 )
 from .hints import names_a_batch
 from .records import ClassInfo, FunctionInfo, LoopInfo
+from .summaries import function_key
 from .values import Kind, Value
 
 
@@ -45,13 +46,11 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
         return func.registered_hot
     if every_iteration_decorator(func.node):
         return f"ignite handler `{func.display_name}` runs every iteration"
-    if cls is None and func.parent is None and name in hot_functions:
-        return f"`{name}` is called every step from another module"
-    parent = func.parent
-    if cls is None and parent is not None and parent.parent is None and parent.cls is None \
-            and f"{parent.name}.{name}" in hot_functions:
-        # BigGAN's `train = train_fns.GAN_training_function(...)`, then `train(x, y)` every step
-        return f"`{parent.name}.{name}` is called every step from another module"
+    key = function_key(func) if cls is None else None
+    if key is not None and key in hot_functions:
+        # (a nested function too: BigGAN's `train = train_fns.GAN_training_function(...)`,
+        # then `train(x, y)` every step, is "GAN_training_function.train")
+        return f"`{key}` is called every step from another module"
     if func.trains and _is_named_training_step(func) and not func.loops_steps and not func.loads_model \
             and not in_test_file and not (cls is not None and (cls.is_data_pipeline or _is_test_case(cls))):
         # `StandardTrainStep.__call__(task)` found through a registry, an optimizer wrapper's

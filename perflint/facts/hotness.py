@@ -332,10 +332,8 @@ def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDe
     for func in functions:
         body = func.body[1:] if func.body and isinstance(func.body[0], ast.Expr) \
             and isinstance(func.body[0].value, ast.Constant) else func.body  # a docstring
-        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
-                and _is_mod_zero(body[0].value):
-            names.add(prefix + func.name)
-        elif _true_only_when_due(body, due=False) is True:
+        if (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
+                and _is_mod_zero(body[0].value)) or _true_only_when_due(body, due=False) is True:
             names.add(prefix + func.name)
     return frozenset(names)
 

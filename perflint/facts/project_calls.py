@@ -37,8 +37,9 @@ from .summaries import (
 )
 from .values import PYTHON, Kind, Value, join
 
-__all__ = ["ASKS_FOR", "BOUND", "FROM_STAR", "IMPORTED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile", "bind_foreign_arguments",
-           "call_signature", "from_star", "parse_hot_function_seeds", "shape_binding", "tensor_shape"]
+__all__ = ["ASKS_FOR", "BOUND", "FROM_STAR", "IMPORTED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile",
+           "bind_foreign_arguments", "call_signature", "from_star", "parse_hot_function_seeds", "shape_binding",
+           "tensor_shape"]
 
 BOUND = "~"  # a seed that binds parameters only (the call does not run every step)
 IMPORTED = ">"  # a seed that is another file's summary
@@ -262,6 +263,8 @@ FROM_STAR = "*?"
 
 def from_star(modules: Sequence[str], name: str) -> str:
     return FROM_STAR + "|".join(m.replace(".", "/") for m in modules) + "." + name
+
+
 _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 
 

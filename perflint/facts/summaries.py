@@ -33,7 +33,6 @@ import ast
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from .hints import is_module_base
 from .loader_settings import ABSENT, UNREAD, star_settings
 from .records import ClassInfo, FunctionInfo
 from .values import (
@@ -525,6 +524,6 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
     return tuple(sorted(set(out)))
 
 
-__all__ = ["CLOSURE", "Decoder", "PLAIN", "PROJECT_CLASS", "call_lookup", "code_of", "export", "function_key", "has_markers",
-           "informative", "instantiate", "join_codes", "join_summaries", "made_elsewhere", "param_marker", "param_of",
-           "parameter_of", "parameters", "split_codes", "split_summary", "vague"]
+__all__ = ["CLOSURE", "Decoder", "PLAIN", "PROJECT_CLASS", "call_lookup", "code_of", "export", "function_key",
+           "has_markers", "informative", "instantiate", "join_codes", "join_summaries", "made_elsewhere",
+           "param_marker", "param_of", "parameter_of", "parameters", "split_codes", "split_summary", "vague"]

@@ -26,8 +26,8 @@ from .framework_hooks import feeds_the_device
 from .hot_regions import (
     class_hook_kinds,
     clears_its_flag,
-    fills_a_local_once,
     default_decides,
+    fills_a_local_once,
     in_test_or_data_pipeline,
     is_capped_by_counter,
     is_data,
