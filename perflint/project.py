@@ -26,9 +26,16 @@ import re
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from .facts.project_calls import ASKS_FOR, BOUND, IMPORTED
-
-from .facts.project_calls import ANY_PACKAGE, FROM_STAR
+from .facts.project_calls import (
+    ANY_PACKAGE,
+    ASKS_FOR,
+    BOUND,
+    FROM_STAR,
+    IF_TRAINS,
+    IMPORTED,
+    INHERITED,
+)
+from .facts.summaries import TRAINS
 
 PROJECT_MARKERS = ("pyproject.toml", ".git")
 
@@ -101,6 +108,7 @@ class ProjectIndex:
         self.parents: dict[tuple[int, str], tuple[tuple[int, str], frozenset[str]]] = {}
         self.paths = list(paths)
         self._top_level_names: dict[int, frozenset[str]] = {}
+        self._method_names: dict[int, frozenset[str]] = {}
         self._exports: tuple[list[dict[str, str]], list] = ([], [])
         packages: dict[str, tuple[tuple[str, ...], str]] = {}
         for index, path in enumerate(paths):
@@ -160,24 +168,39 @@ class ProjectIndex:
         if not absolute or "." not in absolute:
             return None
         parts = absolute.split(".")
+        candidates = []
         for split in (len(parts) - 1, len(parts) - 2):  # module.function, module.Class.method
             if split < 1:
                 break
             found = self._module_file(caller, ".".join(parts[:split]))
             if found is not None:
-                return found, ".".join(parts[split:])
-        return None
+                candidates.append((found, ".".join(parts[split:])))
+        if len(candidates) == 2 and not self.defines(*candidates[0]) and self.defines(candidates[1][0],
+                                                                                        parts[-2]):
+            # `TD3.TD3.train` in a directory named TD3: the class TD3 of TD3.py, not a
+            # function `train` of the namespace module `TD3.TD3`
+            return candidates[1]
+        return candidates[0] if candidates else None
 
     def defines(self, file: int, name: str) -> bool:
         """Does file `file` define `name` at module level (a def, a class, an assignment)?
         Read from its text, once, only for the modules `import *` brings names from."""
         if file not in self._top_level_names:
-            try:
-                text = self.paths[file].read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                text = ""
-            self._top_level_names[file] = frozenset(a or b for a, b in _TOP_LEVEL_NAME.findall(text))
+            self._top_level_names[file] = frozenset(a or b for a, b in _TOP_LEVEL_NAME.findall(self._text(file)))
         return name in self._top_level_names[file]
+
+    def defines_method(self, file: int, name: str) -> bool:
+        """Does some class of file `file` define a method `name` (read from its text, once, only
+        for the files an inherited call may land in): `self.q_proj(x)` is an attribute."""
+        if file not in self._method_names:
+            self._method_names[file] = frozenset(_METHOD_NAME.findall(self._text(file)))
+        return name in self._method_names[file]
+
+    def _text(self, file: int) -> str:
+        try:
+            return self.paths[file].read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def _module_file(self, caller: int, module: str) -> int | None:
         candidates = self._by_name.get(module)
@@ -310,7 +333,7 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
             seeds.setdefault(target, set()).add(BOUND + name)
     exported = index.exports(reexports)
     shaped: dict[int, dict[str, list[str]]] = {}  # file -> function -> its "Name(shape)" entries
-    for caller, qualname, target in _wanted(index, exported, calls):
+    for caller, qualname, target, if_trains in _wanted(index, exported, calls):
         file, name = target
         if file not in shaped:
             shaped[file] = {}
@@ -319,7 +342,7 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
                     shaped[file].setdefault(entry.partition("(")[0], []).append(entry)
         for entry in [name] + shaped[file].get(name, []):
             summary = summaries[file].get(entry)
-            if summary:
+            if summary and not (if_trains and not summary.endswith(TRAINS)):
                 summary = rebase(summary, index, exported, file, caller)
                 seeds.setdefault(caller, set()).add(f"{IMPORTED}{qualname}{entry[len(name):]}={summary}")
     return seeds
@@ -380,10 +403,18 @@ class ClassTree:
 
     def _resolve(self, file: int, calls: Sequence[str]) -> Iterator[tuple[int, str, int, str]]:
         for call in calls:
+            inherited = call.startswith(INHERITED)
+            call = call.removeprefix(INHERITED)
             cls, _, rest = call.partition(".")  # "Class.method(sig)": classes are top-level
+            method, paren, signature = rest.partition("(")
+            if inherited:  # up to the base class in another file that defines it
+                found = _defining_class(self.index, (file, f"{cls}.{method}"))
+                if found is not None and found[0] != file and self.index.defines_method(found[0], method):
+                    rebased = rebase(signature, self.index, self.exported, file, found[0])
+                    yield file, call, found[0], f"{found[1]}{paren}{rebased}"
+                continue
             if (file, cls) not in self.subclasses:
                 continue  # most classes have no subclass anywhere
-            method, paren, signature = rest.partition("(")
             for sub in self.descendants((file, cls)):
                 # its own override only; the base's own file walks its local subclasses itself
                 if sub[0] != file and method in self.defines.get(sub, ()):
@@ -399,11 +430,12 @@ class ClassTree:
 
 
 def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],
-            calls: Sequence[Iterable[str]]) -> Iterator[tuple[int, str, tuple[int, str]]]:
-    """(file, qualified name it calls, where that is defined) for each call of another file's
-    function whose summary is wanted: a call in code the report walks, or one whose value a
-    function returns when another file wants that function's summary (on demand, so that a
-    chain of helpers returning helpers is followed only as far as someone looks)."""
+            calls: Sequence[Iterable[str]]) -> Iterator[tuple[int, str, tuple[int, str], bool]]:
+    """(file, qualified name it calls, where that is defined, whether only a training step's
+    summary is wanted) for each call of another file's function whose summary is wanted: a
+    call in code the report walks, or one whose value a function returns when another file
+    wants that function's summary (on demand, so that a chain of helpers returning helpers
+    is followed only as far as someone looks)."""
     plain: list[list[str]] = []
     pending: list[dict[str, list[str]]] = []
     for names in calls:
@@ -423,10 +455,12 @@ def _wanted(index: ProjectIndex, exported: Sequence[dict[str, str]],
         if (caller, qualname) in seen:
             continue
         seen.add((caller, qualname))
-        target = _target(index, exported, caller, qualname)
+        if_trains = qualname.endswith(IF_TRAINS)
+        name = qualname.removesuffix(IF_TRAINS)
+        target = _target(index, exported, caller, name)
         if target is None or target[0] == caller:
             continue
-        yield caller, qualname, target
+        yield caller, name, target, if_trains
         if target not in demanded:
             demanded.add(target)
             work.extend((target[0], more) for more in pending[target[0]].get(target[1], ()))
@@ -444,6 +478,7 @@ def hot_functions(index: ProjectIndex, hot_calls: Sequence[Sequence[str]],
     return {k: frozenset(v) for k, v in found.items()}
 
 
+_METHOD_NAME = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.M)
 _TOP_LEVEL_NAME = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*[:=]", re.M)
 _REEXPORT_HOPS = 3
 _INHERITANCE_HOPS = 8

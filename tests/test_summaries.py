@@ -22,7 +22,7 @@ from perflint.api import check_paths
 from perflint.cache import Cache
 from perflint.config import SettingsResolver
 from perflint.project import ProjectIndex, rebase
-from perflint.facts.summaries import join_codes, join_summaries
+from perflint.facts.summaries import join_codes, join_summaries, split_summary
 
 _EXPECT = re.compile(r"#\s*expect:\s*(PFL\d{3}(?:\s*,\s*PFL\d{3})*)\s*$")
 
@@ -511,6 +511,10 @@ def test_summaries_join_upwards_and_classes_are_named_for_the_reader(tmp_path):
     assert join_codes("LFN-", "L-0C") == "L???"
     assert join_summaries("-!$0:loader", "b!$1:other") == "b!$0:loader,$1:other"
     assert join_summaries("c", "B") == "?"
+    # a training step on either side stays one: a loop calling it trains
+    assert join_summaries("-;u", "b!$0:loader") == "b!$0:loader;u"
+    assert split_summary("b!$0:loader;u") == ("b", [("0", "loader")], True)
+    assert split_summary("-!$1:x") == ("-", [("1", "x")], False)
     files = {"pkg/__init__.py": "", "pkg/coder.py": "", "pkg/head.py": "", "pkg/model.py": ""}
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

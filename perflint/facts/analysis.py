@@ -20,6 +20,7 @@ The facts are split by concern; each module imports only modules listed before i
   records                             FunctionInfo, ClassInfo, LoopInfo
   hot_regions                         hot-path decisions over those records
   summaries                           what crosses files: value codes, parameter markers
+  specializing                        which calls are worth walking a callee again for
   project_calls                       the file's side of the project pass
   file_facts                          what the file defines; the state the walkers share
   frame, expressions, call_interpreter, dispatch, walker
@@ -49,6 +50,7 @@ class FileAnalysis(FileFacts):
 
     # ----------------------------------------------------------------- passes
     def run(self) -> None:
+        self._inherited_seeds()
         self._bind_foreign_arguments()
         self._summaries()
         self._seed_hot_functions()
@@ -77,6 +79,19 @@ class FileAnalysis(FileFacts):
                 if informative(code) and code.strip(PLAIN) and code != generic:
                     out.add(f"{key}({shape})={code}")
         return tuple(sorted(out))
+
+    def _inherited_seeds(self) -> None:
+        """`UniformSampler.sample` called from another file, defined by its base class
+        `ScheduleSampler` in this file (improved-diffusion): the base's method is the one run."""
+        for seeds in (self.cross.hot, self.cross.bound):
+            for key in [k for k in seeds if "." in k]:
+                owner, _, method = key.partition(".")
+                cls = self.classes.get(owner)
+                if cls is None or method in cls.methods or "." in method:
+                    continue
+                target = cls.lookup_method(method)
+                if target is not None and target.cls is not None and target.cls is not cls:
+                    seeds.setdefault(f"{target.cls.name}.{method}", []).extend(seeds[key])
 
     def _bind_foreign_arguments(self) -> None:
         """What other files pass to this file's functions (every step, or once: a loader,

@@ -11,18 +11,33 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import replace
+from functools import reduce
 
 from .calls import external_call_value, may_be_project_function
 from .distributions import DISTRIBUTION_WRAPPERS
 from .environment import annotation_value, merged_device
 from .expressions import EXPR_HANDLERS, ExpressionInterpreter
-from .hints import hint_for_name, is_module_base
+from .hints import (
+    calls_its_own_train,
+    constructs_an_object,
+    hint_for_name,
+    is_module_base,
+    is_tokenizer_call,
+    names_a_class,
+)
 from .hot_regions import parameter_defaults
-from .hotness import (WORKER_HANDOFFS, is_loss_function_name, is_model_loading_call, is_optimizer_step_receiver,
-                      receiver_name)
+from .hotness import (
+    WORKER_HANDOFFS,
+    is_loss_function_name,
+    is_model_loading_call,
+    is_optimizer_step_receiver,
+    receiver_name,
+)
 from .loader_settings import attach as attach_loader_settings
 from .project_calls import (
     ASKS_FOR,
+    IF_TRAINS,
+    INHERITED,
     MOVES_RETURNED,
     PROJECT_CLASS,
     call_signature,
@@ -31,11 +46,11 @@ from .project_calls import (
     tensor_shape,
 )
 from .records import SUMMARY, ClassInfo, FunctionInfo
+from .specializing import device_from_arguments, specializes, specializing_code
 from .summaries import (
     CLOSURE,
     Decoder,
     call_lookup,
-    code_of,
     function_key,
     instantiate,
     made_elsewhere,
@@ -60,14 +75,15 @@ from .values import (
     FUNC_CHOICE,
     MODULE,
     NDARRAY,
-    NORMAL_DISTRIBUTION,
     NONE,
+    NORMAL_DISTRIBUTION,
     PYTHON,
     TENSOR,
     UNKNOWN,
     Kind,
     Value,
     element_of,
+    instance_choices,
     is_distribution,
     join,
     module_output,
@@ -99,11 +115,6 @@ _MODEL_COMPUTE_METHODS = frozenset(
 _SPECIALIZE_DEPTH = 2  # a specialized walk may specialize the functions it calls, once
 _SPECIALIZE_LINES = 40  # "small": its body walked again costs little
 
-_TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+)?$")
-# What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
-# on the CPU from Python data.
-_HOST_BATCH = Value(Kind.BATCH, device="cpu")
-
 
 def _distribution(qualname: str, value: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
     """`Categorical(probs)`: where its parameters are. A Normal samples with `torch.normal` on
@@ -117,15 +128,15 @@ def _distribution(qualname: str, value: Value, args: list[Value], kwargs: dict[s
     return value.with_device(merged_device(params))
 
 
-def _tokenizer_call(node: ast.Call) -> bool:
-    """`tokenizer(text, return_tensors="pt")`, `self.processor(images=x, return_tensors="pt")`."""
-    func = node.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    return bool(_TOKENIZER.search(name.lower())) and any(kw.arg == "return_tensors" for kw in node.keywords)
+# What a Hugging Face tokenizer / processor returns with `return_tensors="pt"`: tensors built
+# on the CPU from Python data.
+_HOST_BATCH = Value(Kind.BATCH, device="cpu")
 
 
 class CallInterpreter(ExpressionInterpreter):
     """What calls return, and what they tell about the call graph and the step."""
+
+    updates_marked = 0  # backward passes and optimizer steps seen (`Walker._runs_a_training_step`)
 
     # ----------------------------------------------------------------- calls
     def ev_Call(self, node: ast.Call) -> Value:
@@ -168,6 +179,10 @@ class CallInterpreter(ExpressionInterpreter):
         kind = recv.kind
         if kind is Kind.REF:
             return self._qualified_call(f"{recv.ref}.{name}", node, args, kwargs)
+        choices = instance_choices(recv)
+        if len(choices) > 1:  # `policy.train(...)` of `policy = TD3(...)` or `DDPG(...)`: each class's
+            results = [self._method_call(node, func, one, args, kwargs) for one in choices]
+            return reduce(join, results)
         if name in ("prepare", "prepare_data_loader") and recv.ref == _ACCELERATOR:
             self._note_accelerate_prepare(node, args)
         if name == "backward" or name == "zero_grad":
@@ -212,6 +227,11 @@ class CallInterpreter(ExpressionInterpreter):
                     # subclasses in other files may override it: theirs runs every step too
                     entry = f"{cls.name}.{name}" + call_signature(node, args, kwargs)
                     self.file.cross.override_calls.add(entry)
+                    if method is None and (self.func.trains or not cls.is_module):
+                        # defined by a base class in another file (BasicSR's `SRModel` calling
+                        # `self.reduce_loss_dict(...)` of its `BaseModel` in its training step):
+                        # that one runs. (What a model calls, its base model calls itself.)
+                        self.file.cross.override_calls.add(INHERITED + entry)
                     self._note_origin(entry, f"{cls.name}.{name}", node)
                 if method is not None or overrides:
                     result: Value | None = None
@@ -228,6 +248,10 @@ class CallInterpreter(ExpressionInterpreter):
                     return self._call(node, attr, args, kwargs)
             if kind is Kind.MODULE:
                 if name in MODULE_SELF_METHODS:
+                    if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS) and calls_its_own_train(name, node):
+                        # the class defines its own (TD3's `policy.train(replay_buffer)`: a training step)
+                        self._note_project_method(recv, name, node, args, kwargs)
+                        self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
                     return recv  # `Agent(envs).to(device)` is still the Agent: its methods stay known
                 if name == "forward" or name in _MODEL_COMPUTE_METHODS:
                     self._mark_step()  # `model.decode(ys, memory)` runs the model too
@@ -266,8 +290,11 @@ class CallInterpreter(ExpressionInterpreter):
                 return summarized
             if name in ("to", "cuda", "train", "eval"):
                 return recv  # `Generator(h).to(device)` (nn.Module's, or a structure's own `to`): the same class
-        if name in ("to", "cuda", "eval", "train", "half", "requires_grad_") and self._assigns_a_module():
-            return MODULE  # `net = pickle.load(f)["ema"].to(device)`: the name says a module, so is it
+        if name in ("to", "cuda", "eval", "train", "half", "requires_grad_") \
+                and (self._assigns_a_module() or constructs_an_object(func.value)):
+            # `net = pickle.load(f)["ema"].to(device)`: the name says a module, so is it;
+            # `cri_pix_cls(**opt).to(device)` (BasicSR): an instance of a class moved is a module
+            return MODULE
         # UNKNOWN receiver: a tensor-only method proves it is a tensor.
         if name in TENSOR_ONLY_METHODS:
             if isinstance(func.value, ast.Name) and self.lookup(func.value.id).kind is Kind.UNKNOWN:
@@ -295,7 +322,7 @@ class CallInterpreter(ExpressionInterpreter):
 
     def _call_hinted(self, name: str, args: list[Value] | None = None, node: ast.Call | None = None) -> Value:
         """`trainer.model(x)`, `self.criterion(out, y)`: the attribute's name says it is a module."""
-        if node is not None and _tokenizer_call(node):
+        if node is not None and is_tokenizer_call(node):
             return _HOST_BATCH
         hint = hint_for_name(name)
         if hint is not None and hint.kind is Kind.MODULE and _MODULE_GETTER.match(name.lower()):
@@ -354,7 +381,7 @@ class CallInterpreter(ExpressionInterpreter):
 
     def _call(self, node: ast.Call, callee: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
         kind = callee.kind
-        if kind is Kind.UNKNOWN and _tokenizer_call(node):
+        if kind is Kind.UNKNOWN and is_tokenizer_call(node):
             return _HOST_BATCH
         if kind is Kind.UNKNOWN and isinstance(node.func, ast.Name):
             made_by = self.file.cross.results_of.get((id(self.func), node.func.id))
@@ -395,6 +422,9 @@ class CallInterpreter(ExpressionInterpreter):
                 return self._call_local(node, call, args, kwargs, bound=True)
             return UNKNOWN
         if kind is Kind.UNKNOWN and callee.ref is not None and callee.ref.startswith(PROJECT_CLASS):
+            choices = instance_choices(callee)
+            if len(choices) > 1:
+                return reduce(join, [self._call(node, one, args, kwargs) for one in choices])
             # `self.matcher(quality)` runs `Matcher.__call__`; `self.block(x)` runs a module's
             # forward, hot in its file anyway: no seed (each seed re-analyzes a file)
             qualname = callee.ref[len(PROJECT_CLASS):]
@@ -426,6 +456,8 @@ class CallInterpreter(ExpressionInterpreter):
         elif self.mode != SUMMARY:
             if self.hot:
                 cross.calls.add(qualname)
+            elif self.loops:  # one call may be a training step: `policy.train(replay_buffer)`
+                cross.calls.add(qualname + IF_TRAINS)
             else:
                 cross.cold_calls.setdefault(id(self.func), set()).add(qualname)
         elif isinstance(self.stmt, ast.Return) and self.specialized is None:
@@ -446,7 +478,9 @@ class CallInterpreter(ExpressionInterpreter):
         summary = summary or cross.imported.get(qualname)
         if summary is None:
             return None
-        returns, moved = split_summary(summary)
+        returns, moved, trains = split_summary(summary)
+        if trains:  # `policy.train(replay_buffer)`: a loop calling it is a training loop
+            self._mark_step(trains=True, updates=True)
         passed = call_lookup(node, args, kwargs)
         for position, name in moved:
             loader = passed(position, name)
@@ -557,7 +591,7 @@ class CallInterpreter(ExpressionInterpreter):
         if self.hot and self.reporting and project:
             self._note_external_call(qualname + call_signature(node, args, kwargs), qualname.lstrip("."), node)
         value = external_call_value(qualname, node, args, self.qualname)
-        if value.kind is Kind.UNKNOWN and project and _names_a_class(qualname.rsplit(".", 1)[-1]):
+        if value.kind is Kind.UNKNOWN and project and names_a_class(qualname.rsplit(".", 1)[-1]):
             # `ConfusionMatrix(nc)` from the user's `utils.metrics`: remember the class, so
             # its methods called every step are hot in their own file (the project pass);
             # what its constructor is passed binds its parameters there
@@ -644,7 +678,7 @@ class CallInterpreter(ExpressionInterpreter):
         if target.loops_steps and self.loops:  # `train_one_epoch(...)` in a loop: an epoch loop
             self.loops[-1].nested_data = True
         result = instantiate(target.result, target, lambda _position, name: binding.get(name))
-        if vague(result) or _device_from_arguments(result, binding):
+        if vague(result) or device_from_arguments(result, binding):
             result = self._specialized(target, binding) or result
         if result.kind in (Kind.UNKNOWN, Kind.NONE) and isinstance(target.node, ast.FunctionDef | ast.AsyncFunctionDef):
             annotated = annotation_value(target.node.returns)
@@ -661,8 +695,8 @@ class CallInterpreter(ExpressionInterpreter):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or target.has_statement_loop \
                 or cross.specializing >= _SPECIALIZE_DEPTH or node.end_lineno - node.lineno > _SPECIALIZE_LINES:
             return None
-        codes = tuple(sorted((name, _specializing_code(value)) for name, value in binding.items()
-                             if _specializes(value)))
+        codes = tuple(sorted((name, specializing_code(value)) for name, value in binding.items()
+                             if specializes(value)))
         if not codes:
             return None  # nothing the summary did not know
         key = (id(target), codes)
@@ -677,7 +711,7 @@ class CallInterpreter(ExpressionInterpreter):
         shadow.summary_state = 2
         walker = type(self)(self.file, shadow, SUMMARY)
         # the arguments the key names; the others as the summary has them
-        walker.specialized = {name: value for name, value in binding.items() if _specializes(value)}
+        walker.specialized = {name: value for name, value in binding.items() if specializes(value)}
         walker.silent = 1
         cross.specializing += 1
         try:
@@ -716,6 +750,8 @@ class CallInterpreter(ExpressionInterpreter):
         """The code being walked runs the model (or, `trains`, runs the backward pass, steps
         the optimizer or takes the next batch; `updates`: the backward pass or the optimizer
         step itself): a training or inference step."""
+        if updates:
+            self.updates_marked += 1
         if self.loops:
             self.loops[-1].direct_markers = True
             if trains:
@@ -735,40 +771,6 @@ _MODULE_GETTER = re.compile(r"_*(?:unwrap|wrap|get|build|create|make|load|save|p
                             r"select|new|reset|update|fuse|quantize|deepcopy|clone)_")
 
 
-def _device_from_arguments(result: Value, binding: dict[str, Value]) -> bool:
-    """A tensor of no known device, or a tuple holding one, from a call given host tensors
-    (`get_nbs(1, m, w)`, `mu, std = model.pi(torch.from_numpy(s))` of CPU tensors): the
-    function's body, walked with them, may say it stays on the host."""
-    return _deviceless_tensor(result) and any(_host_tensors(value) for value in binding.values())
-
-
-def _host_tensors(value: Value) -> bool:
-    """A CPU tensor or batch, or a dict or list of them (`{k: torch.as_tensor(v) ...}`)."""
-    if value.kind in (Kind.PYTHON, Kind.SEQ) and value.elem is not None:
-        value = value.elem
-    return value.kind in (Kind.TENSOR, Kind.BATCH) and value.on_cpu
-
-
-def _specializes(value: Value) -> bool:
-    """An argument worth walking a small function again for: a tensor, or a dict or list of
-    host tensors (a replay buffer's batch)."""
-    return value.kind in (Kind.TENSOR, Kind.BATCH) or (value.kind in (Kind.PYTHON, Kind.SEQ) and _host_tensors(value))
-
-
-def _specializing_code(value: Value) -> str:
-    if value.kind in (Kind.PYTHON, Kind.SEQ):
-        return "{" + code_of(value.elem) + "}"  # type: ignore[arg-type]
-    return code_of(value)
-
-
-def _deviceless_tensor(value: Value) -> bool:
-    if value.kind is Kind.TENSOR:
-        return value.device is None
-    if value.kind is Kind.SEQ and value.items is not None:
-        return any(item.kind is Kind.TENSOR and item.device is None for item in value.items)
-    return False
-
-
 _LOADER_FACTORY = re.compile(r"^_*(?:load|get|build|make|create|prepare|setup)_\w*(?:data|loader|batches)\w*$")
 # Methods whose result is a Python int on whatever has them with these arguments (tensors)
 _DIMENSION_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement"})
@@ -777,11 +779,6 @@ _ACCELERATOR = PROJECT_CLASS + "accelerate.Accelerator"  # the value of `acceler
 
 def _passes_loader(args: list[Value], kwargs: dict[str | None, Value]) -> bool:
     return any(a.kind is Kind.LOADER for a in args) or any(v.kind is Kind.LOADER for v in kwargs.values())
-
-
-def _names_a_class(name: str) -> bool:
-    """`ConfusionMatrix`, `ResNet_v2`: CapWords; not `GAN_training_function` (BigGAN's)."""
-    return name[:1].isupper() and sum(part.islower() for part in name.split("_")) < 2
 
 
 def _binds(value: Value) -> bool:

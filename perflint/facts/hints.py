@@ -7,6 +7,7 @@ about tensors themselves: a hint never says "this is a tensor" except for `loss`
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 
@@ -141,3 +142,37 @@ LOG_LEVEL_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "cri
 def is_logger_name(name: str) -> bool:
     """`logger`, `log`, `LOGGER`, `_logger`, `self.train_logger`: a `logging.Logger` by name."""
     return bool(_LOGGER.search(name))
+
+
+# --------------------------------------------------------------------------- calls by their names
+_TOKENIZER = re.compile(r"(?:^|_)(?:tokenizer|processor|feature_extractor|image_processor)(?:_\d+)?$")
+
+
+def is_tokenizer_call(node: ast.Call) -> bool:
+    """`tokenizer(text, return_tensors="pt")`, `self.processor(images=x, return_tensors="pt")`."""
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return bool(_TOKENIZER.search(name.lower())) and any(kw.arg == "return_tensors" for kw in node.keywords)
+
+
+def calls_its_own_train(name: str, node: ast.Call) -> bool:
+    """`policy.train(replay_buffer, batch_size)`: not `nn.Module.train(mode=True)`."""
+    if name != "train" or not node.args:
+        return False
+    first = node.args[0]
+    return not (isinstance(first, ast.Constant) and isinstance(first.value, bool)) \
+        and not (isinstance(first, ast.Name) and first.id in ("mode", "training", "train", "is_training"))
+
+
+def constructs_an_object(node: ast.expr) -> bool:
+    """`loss_cls(**opt)`, `LossClass(...)`, `cls(...)` of a class nothing else is known of."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name == "cls" or name.endswith(("_cls", "_class", "Class")) or names_a_class(name)
+
+
+def names_a_class(name: str) -> bool:
+    """`ConfusionMatrix`, `ResNet_v2`: CapWords; not `GAN_training_function` (BigGAN's)."""
+    return name[:1].isupper() and sum(part.islower() for part in name.split("_")) < 2

@@ -702,11 +702,13 @@ _FAILURE_REPORTS = re.compile(r"^(?:warn|warning|error|exception|critical|print|
                               r"|skip|dump_\w+|save_\w+|log_\w+)$")
 
 
-def is_failure_guard(node: ast.If) -> bool:
+def is_failure_guard(node: ast.If, is_tensor: Callable[[ast.expr], bool] = lambda _: False) -> bool:
     """`if not torch.isfinite(loss).all():`, `if torch.isnan(loss).any():`, `if not
     math.isfinite(loss):` (NaN and Inf checks), and `if not valid.all():` whose body raises,
     skips the step or reports: a branch for broken data, which a healthy run never takes.
-    Its body is not per-step code (the test itself still runs every step)."""
+    So is a tensor compared with a number whose body only warns (`if offset_absmean > 50:
+    logger.warning(...)`, BasicSR's deformable convolution). Its body is not per-step code
+    (the test itself still runs every step)."""
     test = node.test
     if _is_nan_check(test):
         return True
@@ -715,7 +717,36 @@ def is_failure_guard(node: ast.If) -> bool:
         return terminates(node.body) is not None or any(_reports_failure(s) for s in node.body)
     if _is_range_check(test):  # `if torch.min(y) < -1.: print(...)` (hifi-gan's mel input)
         return terminates(node.body) is not None or all(_reports_failure(s) for s in node.body)
+    if _bounded_side(test) is not None and is_tensor(_bounded_side(test)):  # type: ignore[arg-type]
+        return all(_warns(s) for s in node.body) and any(not isinstance(s, ast.Assign) for s in node.body)
     return False
+
+
+def _bounded_side(node: ast.expr) -> ast.expr | None:
+    """`x > 50`, `-1. <= x`: the side compared with a number."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
+        return None
+    left, right = node.left, node.comparators[0]
+    if _is_number(right) and not _is_number(left):
+        return left
+    if _is_number(left) and not _is_number(right):
+        return right
+    return None
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _warns(stmt: ast.stmt) -> bool:
+    """A warning (`logger.warning(...)`, `warnings.warn(...)`), or the logger it is given by."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+        return "logger" in _call_name(stmt.value).lower()  # `logger = get_root_logger()`
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+        and _call_name(stmt.value) in ("warn", "warning", "warnings")
 
 
 def _is_range_check(node: ast.expr) -> bool:

@@ -37,7 +37,7 @@ from .summaries import (
 )
 from .values import PYTHON, Kind, Value, join
 
-__all__ = ["ASKS_FOR", "BOUND", "FROM_STAR", "IMPORTED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile",
+__all__ = ["ASKS_FOR", "BOUND", "FROM_STAR", "IF_TRAINS", "IMPORTED", "INHERITED", "MOVES_RETURNED", "PROJECT_CLASS", "CrossFile",
            "bind_foreign_arguments", "call_signature", "from_star", "parse_hot_function_seeds", "shape_binding",
            "tensor_shape"]
 
@@ -50,6 +50,13 @@ ASKS_FOR = "<"
 # the loader qualname returns (at tuple position i; -1: the whole value), so the file that
 # builds that `DataLoader(...)` reports on its settings ("~name(^i)" there)
 MOVES_RETURNED = "^"
+# "qualname#" in `CrossFile.calls`: a call in a loop of cold code, whose summary is wanted
+# only when it says one call is a training step (`policy.train(replay_buffer)`); any other
+# answer would cost the caller a second analysis for nothing
+IF_TRAINS = "#"
+# "+Class.method(sig)" in `CrossFile.override_calls`: hot code of a class that is not a module
+# calls a method on `self` that a base class in another file defines
+INHERITED = "+"
 
 
 def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value],

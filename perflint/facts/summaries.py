@@ -24,7 +24,10 @@ and in what a function returns only:
 
 A function's summary is its return code, then `!` and the parameters (`$i:name`, comma
 separated) whose loaders' batches it moves to a device in code that runs every step:
-`[*$0:iterable]` (a generator wrapper), `(t,b)`, `-!$1:labeled_loader,$2:unlabeled_loader`.
+`[*$0:iterable]` (a generator wrapper), `(t,b)`, `-!$1:labeled_loader,$2:unlabeled_loader`;
+then `;u` when one call is one training step (it runs the backward pass or steps an
+optimizer outside its own loops: `agent.update(batch)`), so a loop calling it in another file
+is a training loop: `-;u`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ CLOSURE = "&"  # the summary of a function that returns a function it defines: "
 PROJECT_CLASS = "@"  # `ref` prefix of an instance of a class imported from (maybe) a project file
 LOCAL_CLASS = "%"
 MOVES = "!"
+TRAINS = ";u"  # the summary's tail for a function one call of which is one training step
 CONFLICT = "?"
 NOTHING = "-"
 PYTHON_CODE = "p"  # a keyword argument holding a Python value (a number, a string): call signatures only
@@ -361,14 +365,16 @@ def informative(code: str) -> bool:
     return code not in (NOTHING, CONFLICT, "", "[-]")
 
 
-def split_summary(summary: str) -> tuple[str, list[tuple[str, str]]]:
-    """(return code, [(position, name) of each parameter whose batches it moves])."""
-    returns, _, moved = summary.partition(MOVES)
+def split_summary(summary: str) -> tuple[str, list[tuple[str, str]], bool]:
+    """(return code, [(position, name) of each parameter whose batches it moves], whether one
+    call is one training step)."""
+    trains = summary.endswith(TRAINS)
+    returns, _, moved = summary.removesuffix(TRAINS).partition(MOVES)
     params = []
     for token in moved.split(",") if moved else []:
         position, _, name = token[1:].partition(":")
         params.append((position, name))
-    return returns, params
+    return returns, params, trains
 
 
 def split_codes(text: str) -> list[str]:
@@ -474,11 +480,12 @@ def join_codes(a: str, b: str) -> str:
 def join_summaries(a: str, b: str) -> str:
     if a == b:
         return a
-    returns_a, _, moved_a = a.partition(MOVES)
-    returns_b, _, moved_b = b.partition(MOVES)
+    trains = a.endswith(TRAINS) or b.endswith(TRAINS)
+    returns_a, _, moved_a = a.removesuffix(TRAINS).partition(MOVES)
+    returns_b, _, moved_b = b.removesuffix(TRAINS).partition(MOVES)
     moved = sorted(set(filter(None, moved_a.split(","))) | set(filter(None, moved_b.split(","))))
     returns = join_codes(returns_a, returns_b)
-    return returns + (MOVES + ",".join(moved) if moved else "")
+    return returns + (MOVES + ",".join(moved) if moved else "") + (TRAINS if trains else "")
 
 
 # A summary that only says "tensors" (`t`, `(t,t)`, `[t]`) is not exported: most callers
@@ -518,12 +525,17 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
             out.append(f"{cls.name}.__call__={returns if informative(returns) else 't'}")
         if not informative(returns) or not returns.strip(PLAIN):
             returns = NOTHING
-        if returns == NOTHING and key not in moved:
+        # One call runs a training step: a loop in another file calling it is a training loop
+        # (only the backward pass or an optimizer step counts: a function that merely runs a
+        # model is exported by most model files and would cost every caller a second analysis).
+        trains = func.trains and not func.loops_steps and not func.loads_model
+        if returns == NOTHING and key not in moved and not trains:
             continue
-        out.append(f"{key}={returns}" + (MOVES + ",".join(moved[key]) if key in moved else ""))
+        out.append(f"{key}={returns}" + (MOVES + ",".join(moved[key]) if key in moved else "")
+                   + (TRAINS if trains else ""))
     return tuple(sorted(set(out)))
 
 
-__all__ = ["CLOSURE", "Decoder", "PLAIN", "PROJECT_CLASS", "call_lookup", "code_of", "export", "function_key",
+__all__ = ["CLOSURE", "Decoder", "PLAIN", "PROJECT_CLASS", "TRAINS", "call_lookup", "code_of", "export", "function_key",
            "has_markers", "informative", "instantiate", "join_codes", "join_summaries", "made_elsewhere",
            "param_marker", "param_of", "parameter_of", "parameters", "split_codes", "split_summary", "vague"]

@@ -217,6 +217,9 @@ def join(a: Value, b: Value) -> Value:
             return Value(Kind.BATCH, device=devices.pop() if len(devices) == 1 else None,
                          data=a.data or b.data)
         if Kind.UNKNOWN in kinds and (a.not_tensor or b.not_tensor):
+            for instance, other in ((a, b), (b, a)):
+                if instance.kind is Kind.UNKNOWN and (instance.ref or "").startswith("@") and other.not_tensor:
+                    return instance  # `mem = load_memory(path)` (a pickle) or `ReplayMemory(args)`: that object
             return UNKNOWN_MAYBE_PYTHON
         return UNKNOWN
     if a.kind is Kind.REF and a.ref and b.ref:
@@ -237,6 +240,9 @@ def join(a: Value, b: Value) -> Value:
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
     if a.kind is Kind.UNKNOWN:
         if _MAYBE_PYTHON in (a.ref, b.ref):
+            other = b.ref if a.ref == _MAYBE_PYTHON else a.ref
+            if other is not None and other.startswith("@"):
+                return a if a.ref == other else b  # (as above, the pickle's kind unknown)
             return UNKNOWN_MAYBE_PYTHON
         wrapped = _wrapped_instance(a, b)
         return Value(Kind.UNKNOWN, ref=wrapped) if wrapped is not None else UNKNOWN
@@ -276,7 +282,24 @@ def _wrapped_instance(a: Value, b: Value) -> str | None:
     if a.kind not in (Kind.MODULE, Kind.UNKNOWN):
         return None
     known = a.ref if b.ref is None else b.ref if a.ref is None else None
+    if known is None and a.ref and b.ref and a.ref.startswith("@") and b.ref.startswith("@"):
+        return _instance_choice(a.ref, b.ref)
     return known if known is not None and known.startswith("@") else None
+
+
+def _instance_choice(a: str, b: str) -> str | None:
+    """`policy = TD3.TD3(**kw)` on one branch, `policy = DDPG.DDPG(**kw)` on another: an
+    instance of either class, "@TD3.TD3|@DDPG.DDPG" (at most a few); its methods run all."""
+    names = sorted(set(a.split(FUNC_CHOICE)) | set(b.split(FUNC_CHOICE)))
+    return FUNC_CHOICE.join(names) if len(names) <= _MAX_CHOICES else None
+
+
+def instance_choices(value: Value) -> list[Value]:
+    """The instances an instance choice stands for (each with one class), else [value]."""
+    ref = value.ref
+    if ref is None or FUNC_CHOICE not in ref or not ref.startswith("@"):
+        return [value]
+    return [replace(value, ref=one) for one in ref.split(FUNC_CHOICE)]
 
 
 # The DataLoader arguments the input-pipeline rules and the loader summaries read.

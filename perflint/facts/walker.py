@@ -204,12 +204,12 @@ class Walker(DispatchInterpreter):
         # accumulation: `if train_state.acc_step == 0: optimizer.step()`)
         body_hot = hot and not ((is_throttled_test(node.test, self.throttled_flags)
                                  or is_once_test(node.test, self.loops, self.value))
-                                and not steps_the_optimizer(node.body)) \
+                                and not steps_the_optimizer(node.body) and not self._runs_a_training_step(node.body)) \
             and not is_lazy_init(node) \
             and not is_capped_by_counter(node, self.loops, self.func.node) \
             and not clears_its_flag(node, self.loops) \
             and not fills_a_local_once(node, self.loops) \
-            and not is_failure_guard(node) and not is_other_device_test(node.test, self.other_device_flags)
+            and not is_failure_guard(node, self._is_tensor) and not is_other_device_test(node.test, self.other_device_flags)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
         # `if torch.jit.is_scripting():` — only one branch runs in eager mode.
@@ -380,6 +380,25 @@ class Walker(DispatchInterpreter):
             self.loops[-1].nested_markers = True
         if self.loops and (info.data or info.nested_data):
             self.loops[-1].nested_data = True
+
+    def _is_tensor(self, node: ast.expr) -> bool:
+        return self.value(node).kind is Kind.TENSOR
+
+    def _runs_a_training_step(self, body: list[ast.stmt]) -> bool:
+        """Does `body` call what runs the backward pass or steps an optimizer (Rainbow's `if T
+        % replay_frequency == 0: dqn.learn(mem)`)? Then a throttle gates the training step
+        itself, which is per-step code. Read by walking it once, silently."""
+        if not self.reporting:
+            return False
+        env, marked = self.env, self.updates_marked
+        self.env = dict(env)
+        self.silent += 1
+        try:
+            self.body(body)
+        finally:
+            self.silent -= 1
+            self.env = env
+        return self.updates_marked > marked
 
     def st_Try(self, node: ast.Try) -> None:
         before = self.env
