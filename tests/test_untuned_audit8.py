@@ -89,3 +89,32 @@ def test_an_instance_of_a_class_moved_to_the_device_is_a_module():
 def test_a_tensor_of_a_helper_moved_to_the_device_is_still_a_tensor():
     found = _found(_SR_MODEL.format(made="load_pixel_weights(opt['weights'])"))
     assert (15, "PFL206") in found
+
+
+_LEVELS = """
+    import torch
+    import torch.nn as nn
+
+
+    class DeformableTransformer(nn.Module):
+        def forward(self, srcs, masks):
+            flat, shapes = [], []
+            for lvl, (src, mask) in enumerate(zip(srcs, masks)):
+                bs, c, h, w = src.shape
+                shapes.append({row})
+                flat.append(src.flatten(2).transpose(1, 2))
+            flat = torch.cat(flat, 1)
+            shapes = torch.as_tensor(shapes, dtype=torch.long, device=flat.device)
+            return flat, shapes
+"""
+
+
+def test_a_list_of_python_tuples_moved_every_step_is_host_data():
+    """Deformable-DETR's `spatial_shapes`: one `(h, w)` per feature level, from `src.shape`,
+    turned into a device tensor every forward."""
+    assert (13, "PFL101") in _found(_LEVELS.format(row="(h, w)"))
+
+
+def test_a_list_of_tuples_of_tensors_is_not_host_data():
+    found = _found(_LEVELS.format(row="(mask.sum(), mask.amax())"))
+    assert (13, "PFL101") not in found

@@ -144,6 +144,7 @@ class LoopInfo:
     direct_markers: bool = False
     train_markers: bool = False  # backward(), optimizer.step(), next(batches) in its own body
     update_markers: bool = False  # backward() or optimizer.step() in its own body
+    updates: int = 0  # backward passes and optimizer steps its pre-walk saw, nested code included
     nested_markers: bool = False
     root_hot: bool = False  # this loop is what makes its region hot
     nested_data: bool = False  # a loop inside iterates a data loader: this one is an epoch loop

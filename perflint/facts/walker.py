@@ -345,11 +345,13 @@ class Walker(DispatchInterpreter):
             self.env = dict(before)
             self.silent += 1
             self.loops.append(info)
+            marked = self.updates_marked
             if while_test is not None:
                 self.ev(while_test)
             else:
                 head()
             self.body(body)
+            info.updates = self.updates_marked - marked
             self.loops.pop()
             self.silent -= 1
             before = join_env(before, self.env)
@@ -386,9 +388,11 @@ class Walker(DispatchInterpreter):
 
     def _runs_a_training_step(self, body: list[ast.stmt]) -> bool:
         """Does `body` call what runs the backward pass or steps an optimizer (Rainbow's `if T
-        % replay_frequency == 0: dqn.learn(mem)`)? Then a throttle gates the training step
-        itself, which is per-step code. Read by walking it once, silently."""
-        if not self.reporting:
+        % replay_frequency == 0: dqn.learn(mem)`), and is it the loop's only training step?
+        Then a throttle gates the training step itself, which is per-step code; a throttled
+        call beside the loop's own step is an evaluation (score_sde's `if step % eval_freq ==
+        0: eval_step_fn(state, batch)`). Read by walking it once, silently."""
+        if not self.reporting or self.silent:
             return False
         env, marked = self.env, self.updates_marked
         self.env = dict(env)
@@ -398,7 +402,8 @@ class Walker(DispatchInterpreter):
         finally:
             self.silent -= 1
             self.env = env
-        return self.updates_marked > marked
+        updates = self.updates_marked - marked
+        return updates > 0 and (not self.loops or updates >= self.loops[-1].updates)
 
     def st_Try(self, node: ast.Try) -> None:
         before = self.env

@@ -9,7 +9,7 @@ from perflint.rule import Benchmark, FixPlan, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
 from perflint.facts.torch_api import LEGACY_CONSTRUCTORS
-from perflint.facts.values import Kind
+from perflint.facts.values import Kind, Value
 
 from ._host_built import host_built
 from ._moves import cast_dtype, device_move, device_target, has_star, is_false, keyword, maybe_accel_tensor, parent_map
@@ -49,6 +49,18 @@ def _is_shape(node: ast.expr) -> bool:
         return node.attr == "shape"
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
         and not node.args and not node.keywords
+
+
+def _python_rows(value: Value, depth: int = 0) -> bool:
+    """A list of Python values, or of tuples of them (Deformable-DETR's `spatial_shapes`:
+    `(h, w)` per feature level, from `src.shape`)."""
+    if value.kind is Kind.PYTHON:
+        return True
+    if value.kind is not Kind.SEQ or depth > 2:
+        return False
+    if value.elem is not None:
+        return _python_rows(value.elem, depth + 1)
+    return bool(value.items) and all(_python_rows(item, depth + 1) for item in value.items)  # type: ignore[union-attr]
 
 
 def _literal_data(node: ast.expr) -> bool:
@@ -478,6 +490,21 @@ class CreateThenMove(Rule):
             note="a legacy constructor of a `range` (an `arange`), expanded to the shape of a device tensor "
                  "(sgrvinod's SSD tutorial): `expand_as` reads only the shape",
         ),
+        Invalid(
+            """
+            import torch
+
+            class DeformableTransformer(torch.nn.Module):
+                def forward(self, srcs):
+                    spatial_shapes = []
+                    for src in srcs:
+                        bs, c, h, w = src.shape
+                        spatial_shapes.append((h, w))
+                    return torch.as_tensor(spatial_shapes, dtype=torch.long, device=srcs[0].device)
+            """,
+            note="a list of `(h, w)` tuples of Python ints (Deformable-DETR's feature-level shapes), copied every "
+                 "forward",
+        ),
     ]
     valid = [
         Valid(
@@ -663,8 +690,7 @@ class CreateThenMove(Rule):
         if _literal_data(data):
             return
         value = ctx.value(data)
-        python_data = value.kind in (Kind.PYTHON, Kind.NDARRAY) or (
-            value.kind is Kind.SEQ and value.elem is not None and value.elem.kind is Kind.PYTHON)
+        python_data = value.kind in (Kind.PYTHON, Kind.NDARRAY) or (value.kind is Kind.SEQ and _python_rows(value))
         if python_data or isinstance(data, (ast.List, ast.Tuple, ast.ListComp)) and value.kind is not Kind.TENSOR:
             if isinstance(data, (ast.List, ast.Tuple)) and any(ctx.value(e).kind is not Kind.PYTHON for e in data.elts):
                 return  # elements that may be tensors: PFL215's
