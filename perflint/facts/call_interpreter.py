@@ -227,10 +227,11 @@ class CallInterpreter(ExpressionInterpreter):
                     # subclasses in other files may override it: theirs runs every step too
                     entry = f"{cls.name}.{name}" + call_signature(node, args, kwargs)
                     self.file.cross.override_calls.add(entry)
-                    if method is None and (self.func.trains or not cls.is_module):
+                    if method is None and self.func.trains:
                         # defined by a base class in another file (BasicSR's `SRModel` calling
                         # `self.reduce_loss_dict(...)` of its `BaseModel` in its training step):
-                        # that one runs. (What a model calls, its base model calls itself.)
+                        # that one runs. (What a forward calls, the base's forward calls itself:
+                        # seeding it would only cost its file a second analysis.)
                         self.file.cross.override_calls.add(INHERITED + entry)
                     self._note_origin(entry, f"{cls.name}.{name}", node)
                 if method is not None or overrides:
