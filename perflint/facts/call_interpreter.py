@@ -251,8 +251,7 @@ class CallInterpreter(ExpressionInterpreter):
                 if name in MODULE_SELF_METHODS:
                     if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS) and calls_its_own_train(name, node):
                         # the class defines its own (TD3's `policy.train(replay_buffer)`: a training step)
-                        self._note_project_method(recv, name, node, args, kwargs)
-                        self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
+                        self._project_method(recv, name, node, args, kwargs)
                     return recv  # `Agent(envs).to(device)` is still the Agent: its methods stay known
                 if name == "forward" or name in _MODEL_COMPUTE_METHODS:
                     self._mark_step()  # `model.decode(ys, memory)` runs the model too
@@ -261,8 +260,7 @@ class CallInterpreter(ExpressionInterpreter):
                 if known.kind is not Kind.UNKNOWN:
                     return known
                 if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):  # `model.parse_batch(batch)`
-                    self._note_project_method(recv, name, node, args, kwargs)
-                    summarized = self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
+                    summarized = self._project_method(recv, name, node, args, kwargs)
                     if summarized is not None:
                         return summarized
             return self._call_hinted(name, args, node)
@@ -285,8 +283,7 @@ class CallInterpreter(ExpressionInterpreter):
                     return seq_of(tuple_of((PYTHON, recv.elem)))
             return UNKNOWN
         if recv.ref is not None and recv.ref.startswith(PROJECT_CLASS):
-            self._note_project_method(recv, name, node, args, kwargs)
-            summarized = self._project_call(f"{recv.ref[len(PROJECT_CLASS):]}.{name}", node, args, kwargs)
+            summarized = self._project_method(recv, name, node, args, kwargs)
             if summarized is not None:
                 return summarized
             if name in ("to", "cuda", "train", "eval"):
@@ -564,6 +561,14 @@ class CallInterpreter(ExpressionInterpreter):
         if cross.decoder is None:
             cross.decoder = Decoder(self.file.classes)
         return cross.decoder
+
+    def _project_method(self, instance: Value, method: str, node: ast.Call, args: list[Value],
+                        kwargs: dict[str | None, Value]) -> Value | None:
+        """`model.parse_batch(batch)` on an instance of a class of another project file: hot
+        there when this code is, and what its summary says it returns (None: no summary)."""
+        self._note_project_method(instance, method, node, args, kwargs)
+        qualname = (instance.ref or "")[len(PROJECT_CLASS):]
+        return self._project_call(f"{qualname}.{method}", node, args, kwargs)
 
     def _note_project_method(self, instance: Value, method: str, node: ast.Call, args: list[Value],
                              kwargs: dict[str | None, Value]) -> None:

@@ -715,30 +715,30 @@ def is_failure_guard(node: ast.If, is_tensor: Callable[[ast.expr], bool] = lambd
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     if negated and _is_all_check(test.operand):
         return terminates(node.body) is not None or any(_reports_failure(s) for s in node.body)
-    if _is_range_check(test):  # `if torch.min(y) < -1.: print(...)` (hifi-gan's mel input)
+    bounded = _bounded_side(test)
+    if bounded is None:
+        return False
+    if _call_name(bounded) in ("min", "max", "amin", "amax"):  # `if torch.min(y) < -1.: print(...)` (hifi-gan)
         return terminates(node.body) is not None or all(_reports_failure(s) for s in node.body)
-    if _bounded_side(test) is not None and is_tensor(_bounded_side(test)):  # type: ignore[arg-type]
-        return all(_warns(s) for s in node.body) and any(not isinstance(s, ast.Assign) for s in node.body)
-    return False
+    return is_tensor(bounded) and all(_warns(s) for s in node.body) \
+        and any(not isinstance(s, ast.Assign) for s in node.body)
 
 
 def _bounded_side(node: ast.expr) -> ast.expr | None:
-    """`x > 50`, `-1. <= x`: the side compared with a number."""
+    """`x > 50`, `-1. <= x`: the side compared with a constant."""
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1
             and isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
         return None
     left, right = node.left, node.comparators[0]
-    if _is_number(right) and not _is_number(left):
+    if _is_constant(right) and not _is_constant(left):
         return left
-    if _is_number(left) and not _is_number(right):
+    if _is_constant(left) and not _is_constant(right):
         return right
     return None
 
 
-def _is_number(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+def _is_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant))
 
 
 def _warns(stmt: ast.stmt) -> bool:
@@ -747,17 +747,6 @@ def _warns(stmt: ast.stmt) -> bool:
         return "logger" in _call_name(stmt.value).lower()  # `logger = get_root_logger()`
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
         and _call_name(stmt.value) in ("warn", "warning", "warnings")
-
-
-def _is_range_check(node: ast.expr) -> bool:
-    """`torch.min(y) < -1.`, `x.max() > 1.0`: an extreme of a tensor against a number."""
-    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
-            and isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
-        return False
-    sides = (node.left, node.comparators[0])
-    bound = any(isinstance(s, ast.Constant) or (isinstance(s, ast.UnaryOp) and isinstance(s.operand, ast.Constant))
-                for s in sides)
-    return bound and any(_call_name(s) in ("min", "max", "amin", "amax") for s in sides)
 
 
 def _call_name(node: ast.expr) -> str:

@@ -234,7 +234,7 @@ def join(a: Value, b: Value) -> Value:
             # (the shortest name) is usually the default one
             return min(a, b, key=lambda v: (len(v.ref or ""), v.ref or ""))
     if a.kind is Kind.FUNC and a.ref and b.ref:
-        return Value(Kind.FUNC, ref=_function_choice(a.ref, b.ref))
+        return Value(Kind.FUNC, ref=_choice(a.ref, b.ref))
     items = None
     if a.items is not None and b.items is not None and len(a.items) == len(b.items):
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
@@ -269,8 +269,10 @@ FUNC_CHOICE = "|"  # FUNC `ref` of one of several functions: "Renderer.run|Rende
 _MAX_CHOICES = 4
 
 
-def _function_choice(a: str, b: str) -> str | None:
-    """`_run = self.run_cuda if self.cuda_ray else self.run`: either function, at most a few."""
+def _choice(a: str, b: str) -> str | None:
+    """Either of a few: functions (`_run = self.run_cuda if self.cuda_ray else self.run`) or
+    instances of project classes (`policy = TD3(...)` on one branch, `DDPG(...)` on another:
+    "@TD3.TD3|@DDPG.DDPG", whose methods all run)."""
     names = sorted(set(a.split(FUNC_CHOICE)) | set(b.split(FUNC_CHOICE)))
     return FUNC_CHOICE.join(names) if len(names) <= _MAX_CHOICES else None
 
@@ -283,15 +285,8 @@ def _wrapped_instance(a: Value, b: Value) -> str | None:
         return None
     known = a.ref if b.ref is None else b.ref if a.ref is None else None
     if known is None and a.ref and b.ref and a.ref.startswith("@") and b.ref.startswith("@"):
-        return _instance_choice(a.ref, b.ref)
+        return _choice(a.ref, b.ref)
     return known if known is not None and known.startswith("@") else None
-
-
-def _instance_choice(a: str, b: str) -> str | None:
-    """`policy = TD3.TD3(**kw)` on one branch, `policy = DDPG.DDPG(**kw)` on another: an
-    instance of either class, "@TD3.TD3|@DDPG.DDPG" (at most a few); its methods run all."""
-    names = sorted(set(a.split(FUNC_CHOICE)) | set(b.split(FUNC_CHOICE)))
-    return FUNC_CHOICE.join(names) if len(names) <= _MAX_CHOICES else None
 
 
 def instance_choices(value: Value) -> list[Value]:
