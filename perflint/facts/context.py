@@ -191,6 +191,24 @@ class RuleContext:
         """Qualified name of a call to a module-level function (`T.nonzero` -> torch.nonzero)."""
         return self.qualname(call.func)
 
+    def library_class(self, call: ast.Call) -> tuple[str, bool] | None:
+        """For a call to a class of this file derived from a class of another module
+        (`class FixedCategorical(torch.distributions.Categorical)`, through its bases in this
+        file): (that class's qualified name, whether a class of this file on the way defines
+        `__init__`, so the call's arguments may not be the library constructor's)."""
+        value = self.value(call.func)
+        cls = self.analysis.classes.get(value.ref or "") if value.kind is Kind.CLASS else None
+        if cls is None:
+            return None
+        own_init = any("__init__" in local.methods for local in cls.lineage())
+        for local in cls.lineage():
+            for base in local.base_names:
+                head, _, rest = base.partition(".")
+                bound = self.analysis.module_env.get(head)
+                if bound is not None and bound.kind is Kind.REF and bound.ref:
+                    return (f"{bound.ref}.{rest}" if rest else bound.ref), own_init
+        return None
+
     def method_call(self, call: ast.Call, *names: str) -> tuple[ast.expr, str] | None:
         """(receiver, method) for `x.m(...)` or `torch.Tensor.m(x, ...)` with m in `names`."""
         func = call.func

@@ -19,8 +19,8 @@ from .hotness import (
     COLD_METHODS,
     is_loss_function_name,
     is_test_function_name,
-    throttling_helpers,
 )
+from .throttling import throttling_helpers, unit_intervals
 from .project_calls import CrossFile
 from .records import SUMMARY, ClassInfo, FunctionInfo, HotChain
 from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
@@ -105,6 +105,7 @@ class FileFacts:
         self.cold_rules_enabled = any(not v for v in self.hot_only.values())
         self._subclasses: dict[int, list[ClassInfo]] | None = None
         self._throttling_helpers: frozenset[str] | None = None
+        self._unit_intervals: frozenset[str] | None = None
         self._collect(tree.body, parent=None, cls=None)
         self._link_classes()
 
@@ -118,6 +119,12 @@ class FileFacts:
                 (info.node for info in self.functions if info.cls is not None and info.parent is None), prefix="self."
             )
         return self._throttling_helpers
+
+    def unit_intervals(self) -> frozenset[str]:
+        """Module-level names set to 1 (`log_interval = 1`): `step % name == 0` is every step."""
+        if self._unit_intervals is None:
+            self._unit_intervals = unit_intervals(self.tree)
+        return self._unit_intervals
 
     # ----------------------------------------------------------------- declarations
     def _collect(self, body: list[ast.stmt], parent: FunctionInfo | None, cls: ClassInfo | None) -> None:

@@ -50,6 +50,13 @@ _TRAINER_STEP_METHODS = frozenset(
     """before_iter after_iter train_one_iter run_step before_step after_step
     after_backward""".split()
 )
+# An environment's step, which an RL loop calls once per step: OpenAI baselines' and
+# Stable-Baselines3's `VecEnv.step` calls `step_async` then `step_wait` (ikostrikov's
+# `VecPyTorch` moves the actions and observations there); gym's wrappers' `step` calls
+# `observation`, `reward` or `action`.
+_VEC_ENV_STEP_METHODS = frozenset({"step", "step_async", "step_wait"})
+_GYM_STEP_METHODS = frozenset({"step", "observation", "reward", "action"})
+_GYM_WRAPPERS = frozenset({"ObservationWrapper", "RewardWrapper", "ActionWrapper"})
 # (base kind, methods, what calls them, what one call is)
 _EVERY_STEP_HOOKS = (
     ("hook", _MMENGINE_ITER_HOOKS, "mmengine hook", "iteration"),
@@ -61,6 +68,8 @@ _EVERY_STEP_HOOKS = (
     ("callback", _FASTAI_BATCH_CALLBACKS, "fastai callback", "batch"),
     ("lightning", _LIGHTNING_MODULE_STEP_HOOKS, "Lightning hook", "batch"),
     ("trainer", _TRAINER_STEP_METHODS, "trainer hook", "iteration"),
+    ("vec_env", _VEC_ENV_STEP_METHODS, "vectorized environment", "environment step"),
+    ("gym", _GYM_STEP_METHODS, "gym environment", "environment step"),
 )
 # Every method name above: what `getattr(hook, fn_name)(...)` may call every step.
 EVERY_STEP_HOOK_METHODS = frozenset().union(*(methods for _, methods, _, _ in _EVERY_STEP_HOOKS))
@@ -76,7 +85,8 @@ def hook_kinds(class_names: Iterable[str], base_names: Iterable[str]) -> frozens
     the class and its bases defined in the same file) and of the bases they name
     (`base_names`, as written: `Hook`, `mmengine.hooks.Hook`, `pl.Callback`): "hook"
     (mmengine, mmcv, detectron2), "callback" (Lightning, Hugging Face, fastai), "lightning"
-    (a LightningModule), "trainer" (a subclass of a trainer whose loop calls its methods)."""
+    (a LightningModule), "trainer" (a subclass of a trainer whose loop calls its methods),
+    "vec_env" and "gym" (an environment an RL loop steps)."""
     kinds = set()
     for name in [*class_names, *(b.rsplit(".", 1)[-1] for b in base_names)]:
         if name.endswith("Hook") or name == "HookBase":
@@ -91,6 +101,10 @@ def hook_kinds(class_names: Iterable[str], base_names: Iterable[str]) -> frozens
             kinds.add("lightning_data")
         elif last.endswith("Trainer") or last == "TrainerBase":
             kinds.add("trainer")  # a base only: a trainer's own loop calls its own methods
+        elif last.endswith(("VecEnv", "VecEnvWrapper")):
+            kinds.add("vec_env")
+        elif last in _GYM_WRAPPERS or (base.split(".", 1)[0] in ("gym", "gymnasium") and last in ("Wrapper", "Env")):
+            kinds.add("gym")
     return frozenset(kinds)
 
 

@@ -153,6 +153,8 @@ TENSOR_SEQ_METHODS = frozenset(
     frexp cummax cummin slogdet lu qr svd eig split_with_sizes""".split()
 )
 # Methods that keep the receiver's dtype (view / copy / move operations).
+# `t.new_zeros(...)` and friends: a new tensor on the receiver's device, of its dtype unless given
+_NEW_TENSOR_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full"})
 DTYPE_PRESERVING_METHODS = frozenset(
     """view reshape permute contiguous clone detach detach_ cuda cpu squeeze unsqueeze flatten
     expand expand_as transpose t repeat flip roll narrow select index_select gather
@@ -457,6 +459,9 @@ def _tensor_method_value(name: str, call: ast.Call, recv: Value, resolve) -> Val
         return Value(Kind.TENSOR, dtype=dtype or preserve, zero_dim=recv.zero_dim)
     if name in DTYPE_PRESERVING_METHODS:
         return Value(Kind.TENSOR, dtype=recv.dtype, zero_dim=recv.zero_dim and name != "repeat")
+    if name in _NEW_TENSOR_METHODS:  # `w.new_zeros(n, dtype=torch.bool)`: the receiver's dtype unless given
+        given = keyword(call, "dtype")
+        return Value(Kind.TENSOR, dtype=_dtype_kwarg(call, resolve) if given is not None else recv.dtype)
     dtype = "int" if name in _INT_FUNCS else None
     zero_dim = name in _REDUCTIONS and not _has_dim(call, first_positional_is_input=False)
     return Value(Kind.TENSOR, dtype=dtype, zero_dim=zero_dim)

@@ -46,13 +46,12 @@ from .hotness import (
     is_lazy_init,
     is_micro_batch_loop,
     is_other_device_test,
-    is_throttled_test,
     loop_counters,
     runs_once,
-    skips_unless_throttled,
     steps_the_optimizer,
     terminates,
 )
+from .throttling import is_throttled_test, skips_unless_throttled
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
 from .summaries import function_key, made_elsewhere
 from .syntax import dotted, pattern_names
@@ -116,7 +115,7 @@ class Walker(DispatchInterpreter):
                 self.hot = False  # the rest computes a cached value: once per key, not per step
             if self.hot and terminates([stmt]) is not None:
                 self.hot = False  # after `raise` / `assert False` / `return`: never runs
-            if self.hot and skips_unless_throttled(stmt, self.throttled_flags) \
+            if self.hot and skips_unless_throttled(stmt, self.throttled_flags, self.file.unit_intervals()) \
                     and not steps_the_optimizer(stmts[index + 1:]):
                 self.hot = False  # `if step % n: return`: the rest runs every n steps
         self.hot = hot
@@ -135,7 +134,7 @@ class Walker(DispatchInterpreter):
         value = self.ev(node.value)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             flag = node.targets[0].id
-            if is_throttled_test(node.value, self.throttled_flags):
+            if is_throttled_test(node.value, self.throttled_flags, self.file.unit_intervals()):
                 self.throttled_flags.add(flag)
             else:
                 self.throttled_flags.discard(flag)
@@ -202,7 +201,7 @@ class Walker(DispatchInterpreter):
         hot = self.hot
         # a throttled (or once-only) test, unless it gates the optimizer step (gradient
         # accumulation: `if train_state.acc_step == 0: optimizer.step()`)
-        body_hot = hot and not ((is_throttled_test(node.test, self.throttled_flags)
+        body_hot = hot and not ((is_throttled_test(node.test, self.throttled_flags, self.file.unit_intervals())
                                  or is_once_test(node.test, self.loops, self.value))
                                 and not steps_the_optimizer(node.body) and not self._runs_a_training_step(node.body)) \
             and not is_lazy_init(node) \

@@ -18,7 +18,9 @@ _GLOBAL_OFF = re.compile(r"set_default_validate_args\(\s*(?:False|0)\s*\)")
 class DistributionValidation(Rule):
     """## What it does
     Checks for `torch.distributions` objects (`Normal`, `Categorical`, `Bernoulli`, ...)
-    constructed from tensors in code that runs every step without `validate_args=False`.
+    constructed from tensors in code that runs every step without `validate_args=False`,
+    and subclasses of them defined in the same file without a constructor of their own
+    (`class FixedCategorical(torch.distributions.Categorical)`), which construct as their base.
 
     ## Why is this bad?
     Argument validation is on by default (it follows `__debug__`). The constructor checks
@@ -115,6 +117,32 @@ class DistributionValidation(Rule):
             unsafe_fixes=True,
             note="aliases; Independent validates nothing itself; no fix for an explicit True",
         ),
+        Invalid(
+            """
+            import torch
+
+            class FixedCategorical(torch.distributions.Categorical):
+                def sample(self):
+                    return super().sample().unsqueeze(-1)
+
+            class Policy(torch.nn.Module):
+                def forward(self, x):
+                    return FixedCategorical(logits=self.head(x))
+            """,
+            fixed="""
+            import torch
+
+            class FixedCategorical(torch.distributions.Categorical):
+                def sample(self):
+                    return super().sample().unsqueeze(-1)
+
+            class Policy(torch.nn.Module):
+                def forward(self, x):
+                    return FixedCategorical(logits=self.head(x), validate_args=False)
+            """,
+            unsafe_fixes=True,
+            note="a subclass without a constructor of its own is constructed as its base",
+        ),
     ]
     valid = [
         Valid(
@@ -160,6 +188,20 @@ class DistributionValidation(Rule):
             """,
             note="numpy",
         ),
+        Valid(
+            """
+            import torch
+
+            class TanhCategorical(torch.distributions.Categorical):
+                def __init__(self, logits):
+                    super().__init__(logits=torch.tanh(logits), validate_args=False)
+
+            class Policy(torch.nn.Module):
+                def forward(self, x):
+                    return TanhCategorical(self.head(x))
+            """,
+            note="a subclass with its own constructor decides what the base gets",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -180,6 +222,13 @@ class DistributionValidation(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         name = validating_distribution(ctx.call_name(node))
+        shown = name
+        if name is None and isinstance(node.func, ast.Name):
+            # `class FixedCategorical(torch.distributions.Categorical)` with no `__init__` of
+            # its own: the call is the library constructor's
+            derived = ctx.library_class(node)
+            if derived is not None and not derived[1]:
+                name, shown = validating_distribution(derived[0]), node.func.id
         if name is None or any(kw.arg is None for kw in node.keywords):
             return
         if self._validation_off_in_file(ctx):
@@ -197,7 +246,7 @@ class DistributionValidation(Rule):
         fix = None
         if setting is None and not opaque_arguments(node):
             fix = _turn_off(node, flag, ctx)
-        ctx.report(node, fix=fix, call=f"{name}(...)")
+        ctx.report(node, fix=fix, call=f"{shown}(...)")
 
     def _validation_off_in_file(self, ctx: RuleContext) -> bool:
         cached = self.state.get("off")
