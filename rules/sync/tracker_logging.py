@@ -17,6 +17,9 @@ _WRITER_METHODS = {
 # Weights & Biases: every value of the logged dict goes through `json_friendly`
 # (`.item()` for a 0-dim tensor, else `.cpu().detach().numpy()`).
 _WANDB_LOG = frozenset({"wandb.log", "wandb.run.log"})
+# Lightning Fabric: `log_dict(metrics)` (and `log(name, value)`, which calls it) runs
+# `convert_tensors_to_scalars` (`.item()`) before looking for a logger, with none attached too.
+_FABRIC_METHODS = {"log_dict": (0, "metrics"), "log": (1, "value")}
 
 
 class TensorLoggedToTracker(Rule):
@@ -24,7 +27,8 @@ class TensorLoggedToTracker(Rule):
     Checks for a device tensor handed to an experiment tracker in code that runs every
     step: TensorBoard's `writer.add_scalar(tag, t, step)`, `add_scalars(tag, {"a": t})`,
     `add_histogram`, `add_image(s)` (on `torch.utils.tensorboard.SummaryWriter`,
-    tensorboardX, and visualizers with the same methods), and `wandb.log({"loss": t})`.
+    tensorboardX, and visualizers with the same methods), `wandb.log({"loss": t})`, and
+    Lightning Fabric's `fabric.log_dict({"loss": t})` and `fabric.log("loss", t)`.
 
     Not reported: Python numbers (`loss.item()` is `tensor-item`'s finding), logging every
     N steps (`if step % 100 == 0:`) or once after training, and trackers that refuse tensors
@@ -33,8 +37,10 @@ class TensorLoggedToTracker(Rule):
     ## Why is this bad?
     The tracker needs the numbers on the host. TensorBoard's `add_scalar` converts its value
     with `make_np`, which calls `.cpu().numpy()`; W&B's `json_friendly` calls `.item()` (or
-    `.cpu().numpy()`). Each is a blocking device-to-host copy that waits until the GPU has
-    finished every kernel queued before it, so logging the loss every step stalls every step,
+    `.cpu().numpy()`); Fabric's `log_dict` calls `.item()` on every tensor before it looks
+    for a logger, so it syncs even with none attached. Each is a blocking device-to-host
+    copy that waits until the GPU has finished every kernel queued before it, so logging the
+    loss every step stalls every step,
     exactly as `loss.item()` would, with nothing in the code that says so.
 
     ## Example
@@ -67,13 +73,14 @@ class TensorLoggedToTracker(Rule):
     ## References
     - `make_np` in torch/utils/tensorboard/_convert_np.py: `x.detach().cpu().numpy()` for a tensor.
     - `json_friendly` in wandb/util.py: `obj.item()` for a 0-dim tensor, else `obj.cpu().detach().numpy()`.
+    - `Fabric.log_dict` in lightning/fabric/fabric.py: `convert_tensors_to_scalars(metrics)` first.
     - [Performance tuning guide: avoid unnecessary CPU-GPU synchronization](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization)
     """
 
     code = "PFL231"
     name = "tensor-logged-to-tracker"
     message = "logging a tensor with {how} copies it to the host and waits for the GPU every step"
-    triggers = (b"add_scalar", b"add_histogram", b"add_image", b"wandb")
+    triggers = (b"add_scalar", b"add_histogram", b"add_image", b"wandb", b"fabric")
     invalid = [
         Invalid(
             """
@@ -128,6 +135,21 @@ class TensorLoggedToTracker(Rule):
             """,
             note="a writer kept on self, keyword arguments, in a step method",
         ),
+        Invalid(
+            """
+            import torch
+
+            def train(fabric, model, optimizer, loader):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    fabric.backward(loss)
+                    optimizer.step()
+                    fabric.log_dict({"step": step, "train_loss": loss})
+                    fabric.log("lr", torch.tensor(0.1))
+            """,
+            count=1,
+            note="Lightning Fabric converts every tensor with `.item()`; a CPU tensor costs no wait",
+        ),
     ]
     valid = [
         Valid(
@@ -172,6 +194,21 @@ class TensorLoggedToTracker(Rule):
             """,
             note="tensors on the CPU: the batch never moved, a copy made (PFL203 reports the `.cpu()`)",
         ),
+        Valid(
+            """
+            import logging
+            import torch
+
+            def train(model, optimizer, loader, logger):
+                for step, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    logger.log(logging.INFO, loss)
+                    logger.log_dict({"loss": loss})
+            """,
+            note="`.log` and `.log_dict` of something not named as Fabric",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -207,6 +244,14 @@ class TensorLoggedToTracker(Rule):
             if data is not None and any(ctx.is_tensor(v) for v in _dict_values(data)):
                 ctx.report(node, how=f"`{name}()`")
             return
+        call = ctx.method_call(node, *_FABRIC_METHODS)
+        if call is not None and _names_fabric(call[0]):
+            position, keyword = _FABRIC_METHODS[call[1]]
+            value = node.args[position] if len(node.args) > position else _keyword(node, keyword)
+            values = [] if value is None else _dict_values(value) if call[1] == "log_dict" else [value]
+            if any(ctx.is_tensor(v) for v in values):
+                ctx.report(node, how=f"Fabric's `.{call[1]}()`")
+            return
         call = ctx.method_call(node, *_WRITER_METHODS)
         if call is None:
             return
@@ -218,6 +263,12 @@ class TensorLoggedToTracker(Rule):
         values = _dict_values(value) if method == "add_scalars" else [value]
         if any(ctx.is_tensor(v) for v in values):
             ctx.report(node, how=f"`.{method}()`")
+
+
+def _names_fabric(receiver: ast.expr) -> bool:
+    """`fabric`, `self.fabric`, `train_fabric`: the receiver is named as Lightning's Fabric."""
+    name = receiver.attr if isinstance(receiver, ast.Attribute) else receiver.id if isinstance(receiver, ast.Name) else ""
+    return name.lower().endswith("fabric")
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
