@@ -12,6 +12,7 @@ set-up). Every file is also checked named alone: it reports its part of the whol
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 from pathlib import Path
@@ -509,6 +510,9 @@ def test_summaries_join_upwards_and_classes_are_named_for_the_reader(tmp_path):
     assert join_codes("b", "t") == "t" and join_codes("-", "b") == "b" and join_codes("b", "LTN-") == "?"
     assert join_codes("(t,b)", "(c,b)") == "(t,b)" and join_codes("LTN-", "LFN-") == "LTN-"
     assert join_codes("LFN-", "L-0C") == "L???"
+    # on the accelerator (arguments only): joined with any other tensor, only "a tensor"
+    assert join_codes("g", "g") == "g" and join_codes("g", "t") == "t" and join_codes("c", "g") == "t"
+    assert join_codes("Bg", "Bc") == "B" and join_codes("Bg", "Bg") == "Bg"
     assert join_summaries("-!$0:loader", "b!$1:other") == "b!$0:loader,$1:other"
     assert join_summaries("c", "B") == "?"
     # a training step on either side stays one: a loop calling it trains
@@ -525,3 +529,18 @@ def test_summaries_join_upwards_and_classes_are_named_for_the_reader(tmp_path):
     assert rebase("(-,@.coder.Coder,-)", index, [{}, {}, {}, {}], 3, 1) == "(-,%Coder,-)"
     assert rebase("(%Head)", index, [{}, {}, {}, {}], 2, 3) == "(@pkg.head.Head)"
     assert rebase("(@numpy.Generator)", index, [{}, {}, {}, {}], 3, 2) == "(-)"
+
+
+def test_arguments_known_on_the_accelerator_are_coded_so_and_returns_are_not():
+    from perflint.facts.records import FunctionInfo
+    from perflint.facts.summaries import Decoder, code_of
+    from perflint.facts.values import Kind, Value
+
+    on_device = Value(Kind.TENSOR, device="accel")
+    assert code_of(on_device) == "g" and code_of(Value(Kind.BATCH, device="accel")) == "Bg"
+    assert code_of(Value(Kind.TENSOR)) == "t" and code_of(Value(Kind.TENSOR, device="cpu")) == "c"
+    owner = FunctionInfo("f", ast.parse("def f(): pass").body[0])
+    assert code_of(on_device, owner) == "t"  # what a function returns: no new summaries
+    decoded = Decoder({}).value("g")
+    assert decoded.kind is Kind.TENSOR and decoded.on_accel
+    assert Decoder({}).value("Bg").kind is Kind.BATCH and Decoder({}).value("Bg").on_accel

@@ -177,3 +177,61 @@ def test_a_new_tensor_of_bool_dtype_is_a_mask():
 def test_a_new_tensor_of_the_receiver_dtype_is_no_mask():
     found = _found(_LORA_LAYER.format(dtype="torch.long"), "lora.py")
     assert not {f for f in found if f[1] == "PFL214"}, found
+
+
+# PyTorch-YOLOv3: the loss lives in another file and takes the device from its targets.
+_YOLO_LOSS = """
+    import torch
+
+
+    def compute_loss(predictions, targets, model):
+        device = targets.device
+        lcls = torch.zeros(1, device=device)
+        for layer_index, ps in enumerate(predictions):
+            num_targets = ps.shape[0]
+            t = torch.zeros_like(ps[:, 5:], device=device)
+            t[range(num_targets), 0] = 1
+            lcls += torch.nn.functional.binary_cross_entropy_with_logits(ps[:, 5:], t)
+        return lcls
+"""
+_YOLO_TRAIN = """
+    import torch
+    from loss import compute_loss
+
+
+    def run(model, loader, optimizer):
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        for imgs, targets in loader:
+            imgs = imgs.to(device, non_blocking=True)
+            {targets}
+            outputs = model(imgs)
+            loss = compute_loss(outputs, targets, model)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def _project_found(tmp_path, files: dict[str, str]) -> set[tuple[str, int, str]]:
+    from project_files import write_project
+
+    from perflint.api import check_paths
+    from perflint.config import SettingsResolver
+
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", **files})
+    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    return {(d.path.rsplit("/", 1)[-1], d.location.row, d.code) for d in report.diagnostics}
+
+
+def test_an_argument_moved_to_the_device_is_known_there_in_another_file(tmp_path):
+    """`targets.to(device)` handed to the loss: the loss's `targets.device` is the
+    accelerator, so `t[range(n), 0] = 1` copies the host index there every step."""
+    found = _project_found(tmp_path, {"loss.py": _YOLO_LOSS,
+                                      "train.py": _YOLO_TRAIN.format(targets="targets = targets.to(device)")})
+    assert ("loss.py", 10, "PFL109") in found
+
+
+def test_an_argument_of_unknown_device_stays_unknown_in_another_file(tmp_path):
+    found = _project_found(tmp_path, {"loss.py": _YOLO_LOSS, "train.py": _YOLO_TRAIN.format(targets="pass")})
+    assert ("loss.py", 10, "PFL109") not in found

@@ -91,7 +91,7 @@ def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, V
     return "(" + ",".join(codes) + ")"
 
 
-_TENSOR_CODES = frozenset({"t", "b", "c", "B", "Bc"})
+_TENSOR_CODES = frozenset({"t", "b", "c", "g", "B", "Bc", "Bg"})
 
 
 def tensor_shape(signature: str) -> str:

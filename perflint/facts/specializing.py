@@ -3,7 +3,7 @@ arguments (`CallInterpreter._specialized`): what decides, and the key of the wal
 
 from __future__ import annotations
 
-from .summaries import code_of
+from .summaries import ON_ACCELERATOR, code_of
 from .values import Kind, Value
 
 __all__ = ["device_from_arguments", "specializes", "specializing_code"]
@@ -32,7 +32,10 @@ def specializes(value: Value) -> bool:
 def specializing_code(value: Value) -> str:
     if value.kind in (Kind.PYTHON, Kind.SEQ):
         return "{" + code_of(value.elem) + "}"  # type: ignore[arg-type]
-    return code_of(value)
+    code = code_of(value)
+    # one walk for a tensor or batch whether or not it is known to be on the accelerator:
+    # what the function returns is of the same kind
+    return code[:-1] if code.endswith(ON_ACCELERATOR) else code
 
 
 def _deviceless_tensor(value: Value) -> bool:

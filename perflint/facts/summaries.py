@@ -7,6 +7,7 @@ function or a method of a top-level class returns and does with its parameters.
 Value codes (one argument, or what a function returns):
 
     t  a tensor that may be on an accelerator     b  a boolean one     c  one in host memory
+    g  (arguments only) a tensor known to be on the accelerator, Bg a batch moved there
     B  a batch (a tensor or a structure of them)  Bc a batch in host memory
     L<p><w><c>  a DataLoader: its pin_memory (T true, F false, - not given, ? not a literal),
         num_workers (N more than 0, 0 none, - not given, ? not a literal) and collate_fn
@@ -58,6 +59,7 @@ LOCAL_CLASS = "%"
 MOVES = "!"
 TRAINS = ";u"  # the summary's tail for a function one call of which is one training step
 CONFLICT = "?"
+ON_ACCELERATOR = "g"  # call signatures only: a tensor known to be on the accelerator
 NOTHING = "-"
 PYTHON_CODE = "p"  # a keyword argument holding a Python value (a number, a string): call signatures only
 # In a call signature, the keyword entry for a `**mapping` at the call; in
@@ -332,9 +334,17 @@ def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> 
             return ("*" if found[0] else "") + f"${found[2]}:{found[3]}"
     kind = value.kind
     if kind is Kind.TENSOR:
-        return "c" if value.on_cpu else "b" if value.dtype == "bool" else "t"
+        if value.on_cpu:
+            return "c"
+        if value.dtype == "bool":
+            return "b"
+        # an argument known to be on the accelerator (`targets.to(device)` handed to a loss);
+        # what a function returns stays "t": a return code changing costs its callers more rounds
+        return ON_ACCELERATOR if owner is None and value.on_accel else "t"
     if kind is Kind.BATCH:
-        return "Bc" if value.on_cpu else "B"
+        if value.on_cpu:
+            return "Bc"
+        return "B" + ON_ACCELERATOR if owner is None and value.on_accel else "B"
     if kind is Kind.LOADER:
         facts = loader_facts(value.origin)
         if facts:
@@ -410,6 +420,8 @@ class Decoder:
         head = code[0]
         if code == "t":
             return TENSOR
+        if code == ON_ACCELERATOR:
+            return Value(Kind.TENSOR, device="accel")
         if code == "b":
             return BOOL_TENSOR
         if code == "c":
@@ -418,6 +430,8 @@ class Decoder:
             return Value(Kind.BATCH)
         if code == "Bc":
             return Value(Kind.BATCH, device="cpu")
+        if code == "B" + ON_ACCELERATOR:
+            return Value(Kind.BATCH, device="accel")
         if code == PYTHON_CODE:
             return PYTHON
         if head == "L" and len(code) == 4:
@@ -459,10 +473,10 @@ def join_codes(a: str, b: str) -> str:
         return b
     if CONFLICT in (a, b):
         return CONFLICT
-    tensors = {"t", "b", "c"}
+    tensors = {"t", "b", "c", ON_ACCELERATOR}
     if a in tensors and b in tensors:
         return "t"
-    if {a, b} == {"B", "Bc"}:
+    if a[0] == b[0] == "B" and {a, b} <= {"B", "Bc", "B" + ON_ACCELERATOR}:
         return "B"
     if a[0] == "L" and b[0] == "L" and len(a) == len(b) == 4:
         # pinned if either is: a copy of its batches without non_blocking blocks for that one
@@ -536,6 +550,6 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
     return tuple(sorted(set(out)))
 
 
-__all__ = ["CLOSURE", "Decoder", "PLAIN", "PROJECT_CLASS", "TRAINS", "call_lookup", "code_of", "export", "function_key",
+__all__ = ["CLOSURE", "Decoder", "ON_ACCELERATOR", "PLAIN", "PROJECT_CLASS", "TRAINS", "call_lookup", "code_of", "export", "function_key",
            "has_markers", "informative", "instantiate", "join_codes", "join_summaries", "made_elsewhere",
            "param_marker", "param_of", "parameter_of", "parameters", "split_codes", "split_summary", "vague"]
