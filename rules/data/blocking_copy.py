@@ -4,13 +4,17 @@ import ast
 
 from perflint.facts.context import RuleContext
 from perflint.facts.syntax import dotted
+from perflint.facts.values import Kind
 from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
 from ._loaders import (UNKNOWN, accelerate_prepared, argument_of, choices, host_copy_may_be_mutated, loader_batch_move,
                        pins_memory)
-from ._moves import has_star, is_false, is_true, keyword
+from ._moves import device_move, has_star, is_false, is_true, keyword
+
+# Casts that make a new host tensor from a pinned one (pageable: its copy cannot be asynchronous).
+_HOST_CASTS = frozenset({"long", "float", "int", "half", "double", "bfloat16", "short", "byte", "bool"})
 
 
 class BlockingHostToDeviceCopy(Rule):
@@ -21,7 +25,11 @@ class BlockingHostToDeviceCopy(Rule):
     file that is not given `dataloader_config=DataLoaderConfiguration(non_blocking=True)`:
     accelerate's loader then copies each batch with `non_blocking=False` (its default). A loader pinned through a
     `**kwargs` dict of the same function counts when some path pins it and every path's
-    value is known (`if use_cuda: kwargs.update({"pin_memory": True})`).
+    value is known (`if use_cuda: kwargs.update({"pin_memory": True})`). A pinned batch cast
+    on the host before its copy (`labels.long().cuda()`) is reported too: the cast's result is
+    in pageable memory, so that copy blocks whatever `non_blocking` says; move the batch
+    first and cast it on the device (`labels.cuda(non_blocking=True).long()`). No fix is
+    offered for that form.
 
     ## Why is this bad?
     A host-to-device copy with `non_blocking=False` (the default) makes the CPU wait until the
@@ -260,6 +268,19 @@ class BlockingHostToDeviceCopy(Rule):
             """,
             note="accelerate copies a pinned loader's batches with `non_blocking=False` unless configured (k-diffusion)",
         ),
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(dataset, batch_size=8, num_workers=4, pin_memory=True)
+            for images, labels in loader:
+                images = images.cuda(non_blocking=True)
+                labels = labels.long().cuda()
+                loss = criterion(model(images), labels)
+            """,
+            count=1,
+            note="cast on the host, then copied: the cast's result is pageable",
+        ),
     ]
     valid = [
         Valid(
@@ -343,6 +364,18 @@ class BlockingHostToDeviceCopy(Rule):
             """,
             note="accelerate told to copy the pinned batches asynchronously",
         ),
+        Valid(
+            """
+            from torch.utils.data import DataLoader
+
+            pinned = DataLoader(dataset, batch_size=8, num_workers=4, pin_memory=True)
+            for images, labels in pinned:
+                images = images.cuda(non_blocking=True)
+                labels = labels.cuda(non_blocking=True).long()
+                loss = criterion(model(images), labels)
+            """,
+            note="moved first, cast on the device",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -369,6 +402,8 @@ class BlockingHostToDeviceCopy(Rule):
         compare="close",
     )
 
+    cast_message = ("`{cast}` copies this pinned batch to pageable memory on the host, so the copy to the device "
+                    "blocks the CPU every step; move it first (`non_blocking=True`), then cast it on the device")
     accelerate_message = ("accelerate copies the batches of this pinned loader with `non_blocking=False`, blocking the "
                           "CPU every step; pass `dataloader_config=DataLoaderConfiguration(non_blocking=True)` to "
                           "`Accelerator`")
@@ -379,6 +414,7 @@ class BlockingHostToDeviceCopy(Rule):
             return
         found = loader_batch_move(node, ctx, foreign=True)  # a pinned loader of another file too
         if found is None:
+            self._cast_then_moved(node, ctx)
             return
         move, loader = found
         if not pins_memory(loader) or is_true(move.non_blocking):
@@ -395,6 +431,19 @@ class BlockingHostToDeviceCopy(Rule):
                 fix = ctx.fix(Applicability.SAFE if safe else Applicability.UNSAFE,
                               "Pass `non_blocking=True`", [edit])
         ctx.report(node, fix=fix)
+
+    def _cast_then_moved(self, node: ast.Call, ctx: RuleContext) -> None:
+        """`labels.long().cuda()` of a pinned batch: the cast makes a pageable copy on the
+        host, which no `non_blocking` makes asynchronous; moving first and casting on the
+        device keeps the pinned source (`labels.cuda(non_blocking=True).long()`)."""
+        move = device_move(node, ctx)
+        cast = move.receiver if move is not None and move.method in ("cuda", "to") else None
+        if not (isinstance(cast, ast.Call) and isinstance(cast.func, ast.Attribute)
+                and cast.func.attr in _HOST_CASTS and not cast.args and not cast.keywords):
+            return
+        batch = ctx.value(cast.func.value)
+        if batch.kind is Kind.BATCH and isinstance(batch.origin, ast.Call) and pins_memory(batch.origin):
+            ctx.report(node, self.cast_message, cast=f".{cast.func.attr}()")
 
     def _accelerate_prepare(self, node: ast.Call, ctx: RuleContext) -> None:
         """`accelerator.prepare(..., loader)` of a pinned loader, with an `Accelerator(...)` of
