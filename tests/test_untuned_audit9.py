@@ -235,3 +235,49 @@ def test_an_argument_moved_to_the_device_is_known_there_in_another_file(tmp_path
 def test_an_argument_of_unknown_device_stays_unknown_in_another_file(tmp_path):
     found = _project_found(tmp_path, {"loss.py": _YOLO_LOSS, "train.py": _YOLO_TRAIN.format(targets="pass")})
     assert ("loss.py", 10, "PFL109") not in found
+
+
+# benchmarking-gnns' pipelines: the epoch function imported on one branch or the other, and
+# the loaders built there too, collating differently with the same workers and pinning.
+_GNN_STEPS = """
+    def train_epoch_dense(model, optimizer, device, data_loader):
+        for batch_x, batch_labels in data_loader:
+            batch_x = batch_x{move}
+            loss = model(batch_x).sum()
+            loss.backward()
+            optimizer.step()
+
+
+    def train_epoch_sparse(model, optimizer, device, data_loader):
+        for batch_x, batch_labels in data_loader:
+            batch_x = batch_x{move}
+            loss = model(batch_x).sum()
+            loss.backward()
+            optimizer.step()
+"""
+_GNN_MAIN = """
+    from torch.utils.data import DataLoader
+
+
+    def pipeline(MODEL_NAME, model, optimizer, dataset, device):
+        if MODEL_NAME in ["RingGNN", "3WLGNN"]:
+            from train.steps import train_epoch_dense as train_epoch
+            train_loader = DataLoader(dataset.train, shuffle=True, collate_fn=dataset.collate_dense_gnn)
+        else:
+            from train.steps import train_epoch_sparse as train_epoch
+            train_loader = DataLoader(dataset.train, batch_size=128, shuffle=True, collate_fn=dataset.collate)
+        for epoch in range(100):
+            train_epoch(model, optimizer, device, train_loader)
+"""
+
+
+def test_an_epoch_function_imported_on_either_branch_moves_the_loaders_batches(tmp_path):
+    found = _project_found(tmp_path, {"train/__init__.py": "", "train/steps.py": _GNN_STEPS.format(move=".to(device)"),
+                                      "main.py": _GNN_MAIN})
+    assert {("main.py", 7, "PFL104"), ("main.py", 10, "PFL104")} <= found
+
+
+def test_an_epoch_function_imported_on_either_branch_that_moves_nothing(tmp_path):
+    found = _project_found(tmp_path, {"train/__init__.py": "", "train/steps.py": _GNN_STEPS.format(move=".float()"),
+                                      "main.py": _GNN_MAIN})
+    assert not {f for f in found if f[2] == "PFL104"}, found

@@ -386,6 +386,9 @@ class CallInterpreter(ExpressionInterpreter):
             if made_by is not None:
                 self.file.cross.calls.add(made_by)  # what `train = factory(...)` returns is called
         if kind is Kind.REF:
+            if FUNC_CHOICE in (callee.ref or ""):  # one of several imported functions
+                return reduce(join, [self._qualified_call(one, node, args, kwargs)
+                                     for one in (callee.ref or "").split(FUNC_CHOICE)])
             return self._qualified_call(callee.ref or "", node, args, kwargs)
         if kind is Kind.FUNC:
             result: Value | None = None

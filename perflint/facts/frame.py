@@ -255,7 +255,7 @@ class Frame:
             return value.ref if value.kind is Kind.REF else None
         if isinstance(node, ast.Attribute):
             base = self.qualname(node.value)
-            return f"{base}.{node.attr}" if base else None
+            return f"{base}.{node.attr}" if base and "|" not in base else None  # not of a choice
         return None
 
     def value(self, node: ast.expr) -> Value:

@@ -233,6 +233,11 @@ def join(a: Value, b: Value) -> Value:
             # import NeRFNetwork`: one class by several implementations; the plainest module's
             # (the shortest name) is usually the default one
             return min(a, b, key=lambda v: (len(v.ref or ""), v.ref or ""))
+        if _project_name(a.ref) and _project_name(b.ref):
+            # `from train.train_sp import train_epoch_dense as train_epoch` on one branch, the
+            # `..._sparse` one on the other (benchmarking-gnns): either function runs
+            choice = _choice(a.ref, b.ref)
+            return Value(Kind.REF, ref=choice) if choice is not None else Value(Kind.REF)
     if a.kind is Kind.FUNC and a.ref and b.ref:
         return Value(Kind.FUNC, ref=_choice(a.ref, b.ref))
     items = None
@@ -277,6 +282,11 @@ def _choice(a: str, b: str) -> str | None:
     return FUNC_CHOICE.join(names) if len(names) <= _MAX_CHOICES else None
 
 
+def _project_name(ref: str) -> bool:
+    """A dotted name that may be a project function's (not torch's, not relative)."""
+    return "." in ref and not ref.startswith((".", "torch.", "builtins.", "numpy.", "math."))
+
+
 def _wrapped_instance(a: Value, b: Value) -> str | None:
     """`model = Tacotron2(h).cuda()`, then `if distributed: model = apply_gradient_allreduce(model)`
     (or `torch.compile(model)`), whose result says nothing: still an instance of the project's
@@ -315,11 +325,20 @@ def same_loader_settings(x: ast.Call, y: ast.Call) -> bool:
     """Two `DataLoader(...)` calls of one function that differ at most in what no rule reads."""
     if ast.dump(x.func) != ast.dump(y.func) or len(x.args) > 1 or len(y.args) > 1:
         return False
-    # the dataset too: whether its items are tensors in memory, or Python values, is a setting
-    settings = [{k.arg: ast.dump(k.value) for k in call.keywords
+    # the dataset too: whether its items are tensors in memory, or Python values, is a setting;
+    # of a collate function, only whether there is one (benchmarking-gnns' dense and sparse
+    # loaders collate differently, with the same workers and pinning)
+    settings = [{k.arg: _setting(k) for k in call.keywords
                  if k.arg is None or k.arg in _LOADER_SETTINGS or k.arg == "dataset"}
                 | {"dataset": ast.dump(a) for a in call.args} for call in (x, y)]
     return settings[0] == settings[1] and None not in settings[0]
+
+
+def _setting(keyword: ast.keyword) -> str:
+    value = keyword.value
+    if keyword.arg == "collate_fn" and not (isinstance(value, ast.Constant) and value.value is None):
+        return "a collate function"
+    return ast.dump(value)
 
 
 def _tensor_data(value: Value) -> bool:
