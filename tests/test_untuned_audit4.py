@@ -172,15 +172,9 @@ _ENGINE = """
 
 
 def _project_found(tmp_path, files: dict[str, str]) -> set[tuple[str, int, str]]:
-    from project_files import write_project
+    from project_files import project_findings
 
-    from perflint.api import check_paths
-    from perflint.config import SettingsResolver
-
-    root = tmp_path / "proj"
-    write_project(root, {"pyproject.toml": "", **files})
-    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
-    return {(d.path.rsplit("/", 1)[-1], d.location.row, d.code) for d in report.diagnostics}
+    return project_findings(tmp_path, files)
 
 
 def test_a_logger_handed_python_values_by_keyword_makes_no_sync(tmp_path):

@@ -213,15 +213,9 @@ _YOLO_TRAIN = """
 
 
 def _project_found(tmp_path, files: dict[str, str]) -> set[tuple[str, int, str]]:
-    from project_files import write_project
+    from project_files import project_findings
 
-    from perflint.api import check_paths
-    from perflint.config import SettingsResolver
-
-    root = tmp_path / "proj"
-    write_project(root, {"pyproject.toml": "", **files})
-    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
-    return {(d.path.rsplit("/", 1)[-1], d.location.row, d.code) for d in report.diagnostics}
+    return project_findings(tmp_path, files)
 
 
 def test_an_argument_moved_to_the_device_is_known_there_in_another_file(tmp_path):
@@ -239,22 +233,15 @@ def test_an_argument_of_unknown_device_stays_unknown_in_another_file(tmp_path):
 
 # benchmarking-gnns' pipelines: the epoch function imported on one branch or the other, and
 # the loaders built there too, collating differently with the same workers and pinning.
-_GNN_STEPS = """
-    def train_epoch_dense(model, optimizer, device, data_loader):
-        for batch_x, batch_labels in data_loader:
-            batch_x = batch_x{move}
-            loss = model(batch_x).sum()
-            loss.backward()
-            optimizer.step()
-
-
-    def train_epoch_sparse(model, optimizer, device, data_loader):
+_GNN_STEP = """
+    def train_epoch_{kind}(model, optimizer, device, data_loader):
         for batch_x, batch_labels in data_loader:
             batch_x = batch_x{move}
             loss = model(batch_x).sum()
             loss.backward()
             optimizer.step()
 """
+_GNN_STEPS = "\n\n".join(_GNN_STEP.replace("{kind}", kind) for kind in ("dense", "sparse"))
 _GNN_MAIN = """
     from torch.utils.data import DataLoader
 
