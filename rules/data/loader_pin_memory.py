@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.values import Kind
 from perflint.rewrite import RewriteError, cst, set_keyword
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
@@ -19,7 +20,9 @@ class DataLoaderWithoutPinMemory(Rule):
     LightningModule's or LightningDataModule's `train_dataloader()` (`val_`, `test_`,
     `predict_`) returns: Lightning copies each of its batches to the module's device.
 
-    The finding is on the `DataLoader(...)` call. A loader whose `pin_memory` is a variable
+    The finding is on the `DataLoader(...)` call. Not reported: a loader with a collate
+    function in a file that imports DGL (its batches are DGL graphs, which the loader's
+    pinning leaves in pageable memory). A loader whose `pin_memory` is a variable
     (`pin_memory=torch.cuda.is_available()`), or that gets its arguments from a `**kwargs`
     that cannot be read, is not reported. A `**kwargs` dict built in the same function
     (`kwargs = {...}`, `kwargs.update({...})`, `kwargs["pin_memory"] = True`, under an `if`
@@ -203,6 +206,35 @@ class DataLoaderWithoutPinMemory(Rule):
             unsafe_fixes=True,
             note="a loader a LightningDataModule returns: Lightning copies every batch to the module's device",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def collate(samples):
+                xs, ys = zip(*samples)
+                return torch.stack(xs), torch.tensor(ys)
+
+            loader = DataLoader(ds, 8, num_workers=4, collate_fn=collate)
+            for x, y in loader:
+                loss = model(x.to("cuda"), y.to("cuda"))
+            """,
+            count=1,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def collate(samples):
+                xs, ys = zip(*samples)
+                return torch.stack(xs), torch.tensor(ys)
+
+            loader = DataLoader(ds, 8, num_workers=4, collate_fn=collate, pin_memory=True)
+            for x, y in loader:
+                loss = model(x.to("cuda"), y.to("cuda"))
+            """,
+            unsafe_fixes=True,
+            note="a collate function of tensors: pinned like any batch",
+        ),
     ]
     valid = [
         Valid(
@@ -264,6 +296,21 @@ class DataLoaderWithoutPinMemory(Rule):
             """,
             note="an Accelerator on the CPU (or with `device_placement=False`) moves nothing to a GPU",
         ),
+        Valid(
+            """
+            import dgl
+            from torch.utils.data import DataLoader
+
+            def collate(samples):
+                graphs, labels = map(list, zip(*samples))
+                return dgl.batch(graphs), torch.tensor(labels)
+
+            loader = DataLoader(ds, 8, num_workers=4, collate_fn=collate)
+            for graphs, labels in loader:
+                loss = model(graphs.to("cuda"), labels.to("cuda"))
+            """,
+            note="DGL graphs: the loader's pinning skips them (a graph has no `pin_memory()`)",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -291,6 +338,8 @@ class DataLoaderWithoutPinMemory(Rule):
         found = choices(loader, "pin_memory")
         if found is UNKNOWN or any(pin is not None and bool(pin) for pin in found):
             return  # pinned on some path, or unknown (a truthy literal too: `pin_memory=1`)
+        if _collates_dgl_graphs(loader, ctx):
+            return  # pinning skips a DGL graph (it has no `pin_memory()`): the fix would do little
         given = argument(loader, "pin_memory")
         fix = None
         if given is UNKNOWN:
@@ -303,3 +352,14 @@ class DataLoaderWithoutPinMemory(Rule):
             if edit is not None:
                 fix = ctx.fix(Applicability.UNSAFE, "Pass `pin_memory=True`", [edit])
         ctx.report(loader, fix=fix)
+
+
+def _collates_dgl_graphs(loader: ast.Call, ctx: RuleContext) -> bool:
+    """A loader with a collate function in a file that imports DGL (benchmarking-gnns'
+    `collate_fn=dataset.collate`, which returns `dgl.batch(graphs)`): its batches are graphs,
+    which `pin_memory=True` leaves in pageable memory."""
+    collate = argument(loader, "collate_fn")
+    if collate is None or collate is UNKNOWN or (isinstance(collate, ast.Constant) and collate.value is None):
+        return False
+    return any(v.kind is Kind.REF and (v.ref == "dgl" or (v.ref or "").startswith("dgl."))
+               for v in ctx.analysis.module_env.values())
