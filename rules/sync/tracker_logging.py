@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.hotness import receiver_name
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
 # SummaryWriter methods (TensorBoard, tensorboardX, and the visualizers that forward to
@@ -267,8 +268,7 @@ class TensorLoggedToTracker(Rule):
 
 def _names_fabric(receiver: ast.expr) -> bool:
     """`fabric`, `self.fabric`, `train_fabric`: the receiver is named as Lightning's Fabric."""
-    name = receiver.attr if isinstance(receiver, ast.Attribute) else receiver.id if isinstance(receiver, ast.Name) else ""
-    return name.lower().endswith("fabric")
+    return receiver_name(receiver).lower().endswith("fabric")
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
