@@ -92,6 +92,8 @@ class ExpressionInterpreter(Frame):
 
     def attribute(self, base: Value, attr: str) -> Value:
         kind = base.kind
+        if attr == "saved_tensors" and kind in (Kind.OBJECT, Kind.UNKNOWN):
+            return seq_of(TENSOR)  # an autograd Function's `ctx.saved_tensors`
         if kind is Kind.REF:
             return ref(f"{base.ref}.{attr}")
         if kind is Kind.TENSOR:

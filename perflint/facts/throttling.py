@@ -124,12 +124,43 @@ def is_throttled_test(node: ast.expr, flags: Collection[str] = (), every_step: C
 
 def skips_unless_throttled(stmt: ast.stmt, flags: Collection[str] = (), every_step: Collection[str] = ()) -> bool:
     """`if total_steps % self.checkpoint_every: return`, `if step % n != 0: continue`, `if not
-    is_log_step: return`: what follows in the block runs every n steps, not every step."""
-    if not isinstance(stmt, ast.If) or stmt.orelse or terminates(stmt.body) not in (ast.Return, ast.Continue):
+    is_log_step: return`: what follows in the block runs every n steps, not every step. Also
+    an `if`/`else` each of whose branches leaves unless due, or is taken on the first step
+    only (sd-scripts' `sample_images`: `if steps == 0: <return unless sample_at_first>` `else:
+    <return unless steps % n == 0>`)."""
+    if not isinstance(stmt, ast.If):
         return False
-    return _is_mod_nonzero(stmt.test, every_step) or (
-        isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not)
-        and is_throttled_test(stmt.test.operand, flags, every_step)) or _skips_until_due(stmt.test)
+    if stmt.orelse:
+        return (_on_first_step_only(stmt.test) or _block_skips(stmt.body, flags, every_step)) \
+            and _block_skips(stmt.orelse, flags, every_step)
+    if terminates(stmt.body) not in (ast.Return, ast.Continue):
+        return False
+    # `if steps % n != 0 or epoch is not None: return`: any reason to leave is enough
+    tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.Or) \
+        else [stmt.test]
+    return any(_is_mod_nonzero(test, every_step) or (
+        isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        and is_throttled_test(test.operand, flags, every_step)) or _skips_until_due(test) for test in tests)
+
+
+def _block_skips(block: list[ast.stmt], flags: Collection[str], every_step: Collection[str]) -> bool:
+    """Whether leaving `block` at its end means the throttle let it through (or it never ends)."""
+    return terminates(block) in (ast.Return, ast.Continue) \
+        or any(skips_unless_throttled(stmt, flags, every_step) for stmt in block)
+
+
+# a step counter compared with 0: `if steps == 0:`, `if global_step == 0:`
+_STEP_COUNTER = re.compile(r"(?:^|_)(?:steps?|iters?|iterations?|it|i|idx|tick|nimg)$")
+
+
+def _on_first_step_only(test: ast.expr) -> bool:
+    """`steps == 0`, `global_step == 0`: true on the first step of training only."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    counter, bound = test.left, test.comparators[0]
+    return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value == 0 \
+        and isinstance(counter, (ast.Name, ast.Attribute)) \
+        and bool(_STEP_COUNTER.search(receiver_name(counter).lower()))
 
 
 def _skips_until_due(test: ast.expr) -> bool:

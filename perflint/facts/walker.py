@@ -216,6 +216,8 @@ class Walker(DispatchInterpreter):
         body_hot, else_hot = body_hot and eager is not False, else_hot and eager is not True
         if hot and self.mode == REPORT:  # `if mode == "cpu":` with mode at its default "gpu"
             default = default_decides(node.test, self.func)
+            if default is None:
+                default = self._passed_tensor_check(node.test)
             body_hot, else_hot = body_hot and default is not False, else_hot and default is not True
         before = self.env
         self.env = dict(before)
@@ -234,6 +236,19 @@ class Walker(DispatchInterpreter):
         if eager is not None:
             branches = [branches[0] if eager else branches[1]]
         self.env = self._merge_branches(branches, before)
+
+    def _passed_tensor_check(self, test: ast.expr) -> bool | None:
+        """`isinstance(h0, torch.Tensor)` (or `not ...`) on a parameter that every caller
+        passes a tensor and that is still one: its value (pytorch_wavelets' `if not
+        isinstance(h0, torch.Tensor): h0 = torch.tensor(...)` given registered buffers)."""
+        negate = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        checked = tensor_check_subject(test.operand if negate else test, self.qualname)  # type: ignore[attr-defined]
+        if checked is None:
+            return None
+        passed = self.func.arg_values.get(checked) or self.func.summary_arg_values.get(checked)
+        if passed is None or passed.kind is not Kind.TENSOR or self.lookup(checked).kind is not Kind.TENSOR:
+            return None
+        return not negate
 
     def _narrow(self, test: ast.expr) -> None:
         """In `if isinstance(x, np.generic):` x is a numpy value, whatever it was before; in
