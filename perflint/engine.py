@@ -218,11 +218,17 @@ class Linter:
                 unique[key] = diagnostic
                 if finding.node is not None and rule.family == "sync":
                     nodes[key] = finding.node
+        replaced = _superseded(unique, by_code)
+        for key in replaced:
+            nodes.pop(key, None)
+        kept = {key: d for key, d in unique.items() if key not in replaced}
         out = []
-        for chain in _sync_chains(unique, nodes):
+        for chain in _sync_chains(kept, nodes):
             # every code of the chain is asked (a `noqa` naming any of them is used), and a
-            # `noqa` of any of them silences the chain: it is one finding now
-            suppressed = [suppressions.suppresses(d.code, d.noqa_row or d.location.row) for d in chain]
+            # `noqa` of any of them silences the chain: it is one finding now; so are the
+            # codes its findings replace
+            asked = chain + [unique[key] for key, by in replaced.items() if any(by is d for d in chain)]
+            suppressed = [suppressions.suppresses(d.code, d.noqa_row or d.location.row) for d in asked]
             if not any(suppressed):
                 out.append(_one_finding(chain))
         out.sort(key=Diagnostic.sort_key)
@@ -329,6 +335,24 @@ def _reexports(tree: ast.Module) -> tuple[tuple[str, str], ...]:
                 if alias.name != "*" and not alias.name.startswith("_"):
                     found.append((alias.asname or alias.name, f".{node.module}.{alias.name}"))
     return tuple(found)
+
+
+def _superseded(unique: dict[tuple, Diagnostic], by_code: dict[str, type[Rule]]) -> dict[tuple, Diagnostic]:
+    """The findings another finding at the same place replaces (`Rule.supersedes`), each
+    with the one that replaces it."""
+    at: dict[object, list[tuple]] = {}
+    for key, diagnostic in unique.items():
+        at.setdefault(diagnostic.location, []).append(key)
+    replaced: dict[tuple, Diagnostic] = {}
+    for keys in at.values():
+        if len(keys) < 2:
+            continue
+        for key in keys:
+            codes = by_code[unique[key].code].supersedes
+            for other in keys:
+                if unique[other].code in codes and other not in replaced:
+                    replaced[other] = unique[key]
+    return replaced
 
 
 def _spine(node: ast.AST) -> Iterable[ast.AST]:

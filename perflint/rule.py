@@ -127,6 +127,10 @@ class Rule:
     # blocking batch copies PFL105 findings, which `fix` then fixes in its next round): `check`
     # then says that `fix` may fix more than it counts. A test checks this against the fixes.
     fix_reveals: ClassVar[tuple[str, ...]] = ()
+    # Codes whose finding at the same place this rule's finding replaces: the same problem,
+    # said more precisely (a constant moved to the device is PFL106's, not also PFL101's). A
+    # `noqa` naming either code silences the one finding left.
+    supersedes: ClassVar[tuple[str, ...]] = ()
     # Only visit nodes that run every step; False for configuration rules (DataLoader(...)).
     hot_only: ClassVar[bool] = True
     # Also visit the per-sample and per-batch code of the data pipeline (`Dataset.__getitem__`,

@@ -7,7 +7,7 @@ import ast
 
 from perflint.facts.context import RuleContext
 
-from ._moves import device_target, is_dtype, keyword, written_after
+from ._moves import cast_dtype, device_target, is_dtype, keyword, written_after
 
 # Factories whose result is fully determined by their arguments. `empty` (a scratch
 # buffer) and the random ones make a new value every call and are not constants.
@@ -107,3 +107,35 @@ def torch_factory(node: ast.Call, ctx: RuleContext, factories: frozenset[str]) -
     if not name or not name.startswith("torch.") or name.count(".") != 1 or name[6:] not in factories:
         return None
     return name[6:]
+
+
+def host_constant(node: ast.Call, ctx: RuleContext) -> bool:
+    """`torch.tensor([0.1, 0.2])`, `torch.Tensor([[0.1, 0.1, 0.2, 0.2]])`: a constant built on
+    the host from literal rows, which constant-tensor-in-hot-path (PFL106) reports as rebuilt
+    every step, and as copied every step when it is moved to the device (`.cuda()`)."""
+    factory = torch_factory(node, ctx, DATA_FACTORIES)
+    if factory is None or on_device(node, ctx) or not constant_call(node, ctx) or trivial(node, factory) \
+            or scratch_buffer(node, ctx):
+        return False
+    data = node.args[0] if node.args else (keyword(node, "data").value if keyword(node, "data") else None)
+    return isinstance(data, (ast.List, ast.Tuple))
+
+
+def moved_to_device(node: ast.Call, ctx: RuleContext) -> bool:
+    """`torch.tensor([...]).cuda()`, `.float().to(x.device)`: the call's result (through dtype
+    casts) is moved to a device that may be an accelerator. Shape only: the walk reaches
+    `node` before the move's arguments, so their values are not known yet."""
+    parent = ctx.parent(node)
+    while isinstance(parent, ast.Attribute) and parent.value is node:
+        call = ctx.parent(parent)
+        if not isinstance(call, ast.Call) or call.func is not parent:
+            return False
+        if parent.attr == "cuda":
+            return True
+        if cast_dtype(call, ctx) is None:
+            if parent.attr != "to":
+                return False
+            target = call.args[0] if call.args else (keyword(call, "device").value if keyword(call, "device") else None)
+            return target is not None and not is_dtype(target, ctx) and device_target(target, ctx) != "cpu"
+        node, parent = call, ctx.parent(call)
+    return False

@@ -5,8 +5,16 @@ import ast
 from perflint.facts.context import RuleContext
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
-from ._constants import DATA_FACTORIES, constant_call, on_device, scratch_buffer, torch_factory, trivial
-from ._moves import keyword
+from ._constants import (
+    DATA_FACTORIES,
+    constant_call,
+    host_constant,
+    moved_to_device,
+    on_device,
+    scratch_buffer,
+    torch_factory,
+    trivial,
+)
 
 
 class ConstantTensorInHotPath(Rule):
@@ -26,6 +34,10 @@ class ConstantTensorInHotPath(Rule):
     copies it there with a blocking transfer: the CPU waits for the GPU each time. Built on
     the CPU, it is copied later (`.to(x.device)`), with the same wait. Built once, the
     tensor costs nothing per step.
+
+    A constant moved to the device (`torch.tensor([0.1, 0.2]).cuda()`) is one finding, this
+    one, which says it is copied: not also create-then-move's (PFL101), whose fix would
+    only move the copy into `device=`.
 
     ## Example
     ```python
@@ -67,6 +79,7 @@ class ConstantTensorInHotPath(Rule):
 
     code = "PFL106"
     name = "constant-tensor-in-hot-path"
+    supersedes = ("PFL101",)  # `torch.tensor([0.1, 0.2]).cuda()`: rebuilt and copied, one finding
     message = "`{call}()` builds the same constant tensor every step; build it once (a buffer or a module attribute)"
     family = "data"
     triggers = (b"torch",)
@@ -126,6 +139,19 @@ class ConstantTensorInHotPath(Rule):
                 loss.backward()
             """,
             note="an accumulator started with a copy from the host (fill it on the device instead)",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class RegressionLoss(torch.nn.Module):
+                def forward(self, regression, targets):
+                    targets = targets / torch.Tensor([[0.1, 0.1, 0.2, 0.2]]).cuda()
+                    std = torch.tensor([0.5, 0.5]).float().to(regression.device)
+                    return (regression - targets).abs().mean() * std.sum()
+            """,
+            count=2,
+            note="constants built on the host and moved: copied every step (one finding each, not also PFL101)",
         ),
     ]
     valid = [
@@ -202,9 +228,10 @@ class ConstantTensorInHotPath(Rule):
         if on_device(node, ctx):
             ctx.report(node, self.copy_message, call=ctx.text(node.func))
             return
-        data = node.args[0] if node.args else (keyword(node, "data").value if keyword(node, "data") else None)
-        if isinstance(data, (ast.List, ast.Tuple)):  # a CPU scalar (`torch.tensor(0.5)`) is passed by value
-            ctx.report(node, call=ctx.text(node.func))
+        if host_constant(node, ctx):  # a CPU scalar (`torch.tensor(0.5)`) is passed by value
+            # `torch.tensor([...]).cuda()`: rebuilt and copied, one finding (not create-then-move's)
+            message = self.copy_message if moved_to_device(node, ctx) else None
+            ctx.report(node, message, call=ctx.text(node.func))
 
     copy_message = ("`{call}()` copies the same constant to the device every step, a blocking "
                     "host-to-device copy; build it once (a buffer or a module attribute)")

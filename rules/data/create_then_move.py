@@ -144,7 +144,9 @@ class CreateThenMove(Rule):
     `torch.from_numpy(a).to(device)` (an array of unknown origin may be the batch), and for legacy
     constructors, which always build on the host (`torch.Tensor([w, h]).to(device)`,
     `torch.Tensor(next_obs).to(device)` of an environment's NumPy observation; not of a tensor
-    that may be on the device). Constant data is PFL106's. Factories
+    that may be on the device). Constant data is PFL106's, and a host tensor built into a
+    variable and moved later (`idx = torch.arange(n)` ... `idx.to(device)`) is PFL109's where
+    that rule reports it: one finding each, not two. Factories
     joined, scaled or passed through an elementwise function before the move
     (`torch.cat([torch.ones(n), torch.zeros(m)]).to(device)`, `(torch.ones(n) * i).to(device)`,
     `torch.exp(-c * torch.arange(half) / half).to(t.device)`) are reported too, with no fix.

@@ -185,6 +185,7 @@ class ImplicitHostToDeviceCopy(Rule):
     """
 
     code = "PFL109"
+    supersedes = ("PFL101",)  # `idx = torch.arange(n)` ... `idx.to(device)`: named, one finding
     name = "implicit-host-to-device-copy"
     message = ("{what} on the host: {how} copies {it} to the device every step, a blocking copy "
                "that waits for the GPU; create {it} on the device")
