@@ -19,7 +19,8 @@ from .hints import hint_for_name
 from .project_calls import from_star
 from .records import REPORT, SUMMARY, ClassInfo, FunctionInfo, FunctionNode, HotChain, LoopInfo
 from .summaries import PROJECT_CLASS, SPREAD, has_markers, instantiate, loader_marker, param_marker
-from .values import NONE, PYTHON, TENSOR, UNKNOWN, Kind, Value, join, ref
+from .torch_api import classify_device, names_a_device
+from .values import NONE, PYTHON, TENSOR, TENSOR_DEVICE, UNKNOWN, Kind, Value, join, ref
 
 _CONVENTIONAL_ALIASES = {
     "torch": "torch",
@@ -160,6 +161,13 @@ class Frame:
         if passed is not None and passed.kind is not Kind.UNKNOWN:
             return passed
         if isinstance(default, ast.Constant) and default.value is not None:
+            where = classify_device(default.value) if isinstance(default.value, str) else None
+            if where is not None and passed is None and names_a_device(ast.Name(id=arg.arg)):
+                if self.mode != REPORT:
+                    # the summary serves every call, and a call may pass another device: unknown
+                    return Value(Kind.DEVICE, ref=TENSOR_DEVICE)
+                if self._never_passed(arg.arg):
+                    return Value(Kind.DEVICE, device=where)  # `device="cpu"` that no call passes
             return PYTHON  # `local_loss=False` is a flag, whatever its name says
         hint = hint_for_name(arg.arg, parameter=True)
         if hint is not None and not (hint.kind is Kind.TENSOR and self.func.name == "__init__"):
@@ -172,6 +180,12 @@ class Frame:
         elif arg.annotation is None and self._is_forward_input():
             return TENSOR
         return UNKNOWN
+
+    def _never_passed(self, name: str) -> bool:
+        """Every call of this function is in this file, known, and leaves `name` out."""
+        func = self.func
+        return func.local_calls > 0 and not func.opaque_calls and not func.foreign_callers \
+            and name not in func.arg_values and name not in func.summary_arg_values
 
     def _always_default(self, name: str, default: ast.expr | None) -> bool:
         """A private helper (`_get_values`) that every caller in this file calls without

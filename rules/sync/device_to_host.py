@@ -14,7 +14,9 @@ class DeviceToHostCopy(Rule):
     Checks for blocking copies of a tensor to host memory in code that runs every step:
     `t.cpu()`, `t.to("cpu")`, `t.to(torch.device("cpu"))`, `t.to(device="cpu")`,
     `t.to(cpu_tensor)` and `t.numpy(force=True)`. `t.cpu().numpy()` and
-    `t.detach().cpu()` are one copy and reported once, at the copy.
+    `t.detach().cpu()` are one copy and reported once, at the copy. Also a device tensor
+    written into a tensor known to be in host memory (`loc_t[idx] = loc` after `loc_t =
+    torch.Tensor(n, p, 4)`, as in SSD-style matchers): `copy_` from the device, the same wait.
 
     Not reported: `t.to("cpu", non_blocking=True)` (no sync; see below), tensors already
     known to be on the CPU, and `model.cpu()` on modules (also a `.to("cpu")` whose result
@@ -58,7 +60,7 @@ class DeviceToHostCopy(Rule):
     code = "PFL203"
     name = "device-to-host-copy"
     message = "`{call}` copies a tensor to the host and waits for the GPU every step"
-    triggers = (b"cpu", b"force")
+    triggers = (b"cpu", b"force", b"]")
     invalid = [
         Invalid(
             """
@@ -133,6 +135,27 @@ class DeviceToHostCopy(Rule):
                     optimizer.step()
             """,
             note="targets moved to the device, then copied back",
+        ),
+        Invalid(
+            """
+            import torch
+
+            def match(truths, labels, conf_t, idx):
+                best = (truths @ truths.t()).argmax(0)
+                conf_t[idx] = labels[best] + 1
+
+            class MultiBoxLoss(torch.nn.Module):
+                def forward(self, conf_data, targets):
+                    conf_t = torch.LongTensor(conf_data.size(0), conf_data.size(1))
+                    for idx in range(conf_data.size(0)):
+                        match(targets[idx][:, :-1], targets[idx][:, -1], conf_t, idx)
+                    return torch.nn.functional.cross_entropy(conf_data, conf_t.cuda())
+
+            for images, targets in loader:
+                loss = MultiBoxLoss()(model(images.cuda()), [t.cuda() for t in targets])
+                loss.backward()
+            """,
+            note="a device tensor written into a host tensor (ssd.pytorch's matcher): a copy to the host",
         ),
     ]
     valid = [
@@ -248,6 +271,25 @@ class DeviceToHostCopy(Rule):
             """,
             note="a copy made for SciPy is PFL229's (opt-in)",
         ),
+        Valid(
+            """
+            import torch
+
+            class MultiBoxLoss(torch.nn.Module):
+                def forward(self, conf_data, targets):
+                    conf_t = torch.zeros(conf_data.shape[:2], dtype=torch.long, device=conf_data.device)
+                    host_counts = torch.zeros(conf_data.size(0))
+                    for idx in range(conf_data.size(0)):
+                        conf_t[idx] = targets[idx][:, -1].long().max() + 1
+                        host_counts[idx] = len(targets[idx])
+                    return torch.nn.functional.cross_entropy(conf_data, conf_t), host_counts
+
+            for images, targets in loader:
+                loss, counts = MultiBoxLoss()(model(images.cuda()), [t.cuda() for t in targets])
+                loss.backward()
+            """,
+            note="device values written on the device, host values into a host tensor",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -268,6 +310,20 @@ class DeviceToHostCopy(Rule):
         label = host_copy(node, ctx)
         if label is not None and not feeds_host_library(node, ctx):
             ctx.report(node, call=label)
+
+    def visit_Assign(self, node: ast.Assign, ctx: RuleContext) -> None:
+        """`loc_t[idx] = loc` with `loc_t = torch.Tensor(n, p, 4)` on the host and `loc` on
+        the device: `copy_` from the device, a blocking copy like `.cpu()`."""
+        value = ctx.value(node.value)
+        if not (value.is_tensor and value.on_accel):
+            return
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and ctx.value(target.value).is_tensor \
+                    and ctx.value(target.value).on_cpu:
+                ctx.report(target, self.write_message, target=ctx.text(target.value))
+
+    write_message = ("writing a device tensor into `{target}`, a host tensor, copies it to the host and waits "
+                     "for the GPU every step; create `{target}` on the device")
 
 
 def host_copy(node: ast.Call, ctx: RuleContext) -> str | None:
