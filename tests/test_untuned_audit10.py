@@ -118,3 +118,129 @@ def test_a_tensor_check_on_tensors_every_caller_passes_is_decided():
 def test_a_tensor_check_on_a_list_some_caller_passes_still_reports():
     """Twin: one caller passes a list of filter taps; the branch builds them every step."""
     assert (6, "PFL101") in _found(_FILTER_BANK.format(rebind="g0 = [0.5, 0.5]"))
+
+
+# stylegan2-pytorch's non-leaking augmentation: samplers whose `device="cpu"` default no
+# caller overrides build their draws on the host, and the matrices filled from them too.
+_AUGMENT = """
+    import torch
+
+    def normal_sample(size, mean=0, std=1, device="cpu"):
+        return torch.empty(size, device=device).normal_(mean, std)
+
+    def scale3d_mat(s_x, s_y, s_z):
+        mat = torch.eye(4).unsqueeze(0).repeat(s_x.shape[0], 1, 1)
+        mat[:, 0, 0] = s_x
+        return mat
+
+    def sample_color(size, device, images):
+        param = {param}
+        return scale3d_mat(param, param, param)
+
+    for real_img in loader:
+        real_img = real_img.cuda()
+        color = sample_color(real_img.shape[0], real_img.device, real_img)
+        loss = model(real_img, color.to(real_img)).mean()
+        loss.backward()
+"""
+
+
+def test_a_device_default_no_caller_overrides_is_the_host():
+    """`device="cpu"` by default: the draws and the matrix are on the host, and writing one
+    into the other copies nothing between devices."""
+    assert not {code for row, code in _found(_AUGMENT.format(param="normal_sample(size, std=0.2)")) if row == 8}
+
+
+def test_a_device_tensor_written_into_a_host_tensor_is_a_copy_to_the_host():
+    """Twin: the scales come from the images, on the device; `mat[:, 0, 0] = s_x` copies
+    them into the host matrix (cleanrl's ppo_trxl fills its host rollout buffers from device
+    observations the same way)."""
+    assert (8, "PFL203") in _found(_AUGMENT.format(param="images.mean((1, 2, 3))"))
+
+
+# drqv2's agent: `update()` updates every `update_every_steps` environment steps, and what
+# follows its guard is the training step itself (the optimizer steps in a method it calls).
+_AGENT = """
+    import torch
+    import torch.nn.functional as F
+
+    class Agent:
+        def update_critic(self, obs, reward):
+            critic_loss = F.mse_loss(self.critic(obs), reward)
+            {train}
+            return {{"critic_loss": critic_loss.item()}}
+
+        def update(self, replay_iter, step):
+            if step % self.update_every_steps != 0:
+                return {{}}
+            obs, reward = [torch.as_tensor(x, device=self.device) for x in next(replay_iter)]
+            metrics = {{"batch_reward": reward.mean().item()}}
+            metrics.update(self.update_critic(obs, reward))
+            return metrics
+"""
+
+
+def test_a_gated_training_step_is_per_step_code():
+    found = _found(_AGENT.format(train="critic_loss.backward()\n            self.critic_opt.step()"))
+    assert {(9, "PFL201"), (15, "PFL201")} <= found
+
+
+def test_a_gated_method_that_does_not_train_is_not():
+    """Twin: the same guard before evaluation code (no backward, no optimizer step)."""
+    found = _found(_AGENT.format(train="pass"))
+    assert not {code for row, code in found if row in (9, 15)}
+
+
+# open_clip's `build_zero_shot_classifier(..., device="cpu")`, called from another module
+# with `device=args.device`; trl's `get_global_statistics(..., device="cpu")`, called in its
+# own file without one.
+_CLASSIFIER = """
+    import torch
+
+    def build_classifier(model, tokenizer, classnames, device="cpu"):
+        weights = []
+        with torch.no_grad():
+            for classname in classnames:
+                texts = tokenizer([classname]).to(device)
+                weights.append(model(text=texts).mean(0))
+        return torch.stack(weights)
+"""
+
+
+def test_a_device_default_another_module_may_override_is_not_the_host(tmp_path):
+    from project_files import project_findings
+
+    found = project_findings(tmp_path, {
+        "classifier.py": _CLASSIFIER,
+        "zero_shot.py": """
+            from classifier import build_classifier
+
+            def zero_shot_eval(model, tokenizer, classnames, args):
+                return build_classifier(model, tokenizer, classnames, device=args.device)
+        """,
+    })
+    assert ("classifier.py", 7, "PFL203") not in found
+
+
+def test_a_device_default_no_call_of_the_file_overrides_is_the_host():
+    """Twin: every call is in this file and leaves `device` at "cpu": the statistics are
+    copied to the host every step."""
+    found = _found("""
+        import torch
+
+        def global_statistics(xs, device="cpu"):
+            xs = xs.to("cuda")
+            mean, var = xs.mean(), xs.var()
+            return mean.to(device), var.to(device)
+
+        class RunningMoments:
+            def update(self, xs):
+                return global_statistics(xs)
+
+        moments = RunningMoments()
+        for batch in loader:
+            loss = model(batch.cuda()).mean()
+            loss.backward()
+            moments.update(loss.detach())
+    """)
+    assert (6, "PFL203") in found

@@ -116,8 +116,10 @@ class Walker(DispatchInterpreter):
             if self.hot and terminates([stmt]) is not None:
                 self.hot = False  # after `raise` / `assert False` / `return`: never runs
             if self.hot and skips_unless_throttled(stmt, self.throttled_flags, self.file.unit_intervals()) \
-                    and not steps_the_optimizer(stmts[index + 1:]):
-                self.hot = False  # `if step % n: return`: the rest runs every n steps
+                    and not steps_the_optimizer(stmts[index + 1:]) and not self._runs_a_training_step(stmts[index + 1:]):
+                # `if step % n: return`: the rest runs every n steps (unless the rest is the
+                # training step, gated: drqv2's `if step % self.update_every_steps != 0: return`)
+                self.hot = False
         self.hot = hot
 
     def _stmt_generic(self, stmt: ast.stmt) -> None:

@@ -6,7 +6,7 @@ from perflint.facts.context import RuleContext
 from perflint.facts.values import Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 
-from ._moves import device_target, keyword
+from ._moves import device_target, is_dtype, keyword
 
 
 def _moves_device(call: ast.Call, method: str, ctx: RuleContext) -> bool:
@@ -47,6 +47,11 @@ class ModuleMoveInLoop(Rule):
     for x, y in loader:
         loss = criterion(model(x.to(device)), y.to(device))
     ```
+
+    Not reported: a module the same function also moves somewhere else (`vae.to(device)`,
+    then `vae.to(org_vae_device)` or `model.cpu()`): offloading it between uses saves device
+    memory on purpose; and stateless modules (`nn.Upsample(size=(w, h))`, a loss without
+    `weight=`), whose move copies nothing.
 
     ## Fix safety
     There is no automatic fix: the move has to happen once, before the loop, and where that
@@ -100,6 +105,21 @@ class ModuleMoveInLoop(Rule):
             """,
             note="a module built every step: its CPU buffers are copied every step",
         ),
+        Invalid(
+            """
+            import torch
+
+            def decode(vae, latents, device, weight_dtype):
+                vae.to(device)
+                image = vae.decode(latents.to(device))
+                vae.to(weight_dtype)
+                return image
+
+            for latents in loader:
+                images = decode(vae, model(latents.cuda()), "cuda", torch.float16)
+            """,
+            note="moved to the device every step; the later `.to(dtype)` is a cast, not an offload",
+        ),
     ]
     valid = [
         Valid(
@@ -142,6 +162,27 @@ class ModuleMoveInLoop(Rule):
             """,
             note="a loss without `weight=` has no parameters or buffers: the move copies nothing (SlowFast)",
         ),
+        Valid(
+            """
+            import torch
+
+            def decode(vae, latents, device):
+                org_vae_device = vae.device
+                vae.to(device)
+                image = vae.decode(latents.to(device))
+                vae.to(org_vae_device)
+                return image
+
+            def upsample_noise(noise, device):
+                b, c, w, h = noise.shape
+                return torch.nn.Upsample(size=(w, h), mode="bilinear").to(device)(noise)
+
+            for latents in loader:
+                images = decode(vae, model(latents.cuda()), "cuda")
+                noise = upsample_noise(images, "cuda")
+            """,
+            note="a module offloaded on purpose (moved in, used, moved back); a stateless module given sizes",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -173,8 +214,37 @@ class ModuleMoveInLoop(Rule):
         if _moves_device(node, name, ctx):
             if fresh:
                 ctx.report(node, self.built_message, call=f"{ctx.text(receiver.func)}(...).{name}()")
-            else:
+            elif not _swapped(node, receiver, ctx):
                 ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
+
+
+def _swapped(node: ast.Call, receiver: ast.expr, ctx: RuleContext) -> bool:
+    """The same function also moves this module somewhere else (`vae.to(accelerator.device)`
+    ... `vae.to(org_vae_device)`, `model.cuda()` ... `model.cpu()`): offloading on purpose, to
+    save device memory, which "move it once" would undo."""
+    function = ctx.function_node
+    if function is None:
+        return False
+    name, where = ctx.text(receiver), _destination(node, ctx)
+    for other in ast.walk(function):
+        if other is node or not isinstance(other, ast.Call) or not isinstance(other.func, ast.Attribute) \
+                or other.func.attr not in ("to", "cuda", "cpu") or ctx.text(other.func.value) != name:
+            continue
+        if other.func.attr == "to" and keyword(other, "device") is None \
+                and (not other.args or is_dtype(other.args[0], ctx)):
+            continue  # `vae.to(weight_dtype)`: a cast, not a move
+        if other.func.attr == "cpu" or (other.func.attr == "cuda") != (node.func.attr == "cuda") \
+                or _destination(other, ctx) != where:  # type: ignore[attr-defined]
+            return True
+    return False
+
+
+def _destination(call: ast.Call, ctx: RuleContext) -> str:
+    """The source text of a move's device (`""` for `.cuda()` without one)."""
+    device = keyword(call, "device")
+    if device is not None:
+        return ctx.text(device.value)
+    return ctx.text(call.args[0]) if call.args else ""
 
 
 # torch.nn modules without parameters or buffers unless given a tensor (a loss's `weight=`):
@@ -195,4 +265,11 @@ def _stateless(call: ast.Call, ctx: RuleContext) -> bool:
         return False
     arguments = [*call.args, *(k.value for k in call.keywords)]
     return not any(isinstance(a, ast.Starred) for a in call.args) and all(k.arg is not None for k in call.keywords) \
-        and all(isinstance(a, ast.Constant) or ctx.value(a).kind is Kind.PYTHON for a in arguments)
+        and all(_python_argument(a, ctx) for a in arguments)
+
+
+def _python_argument(node: ast.expr, ctx: RuleContext) -> bool:
+    """A constant, a Python value, or a tuple of them (`size=(w, h)`)."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_python_argument(e, ctx) for e in node.elts)
+    return isinstance(node, ast.Constant) or ctx.value(node).kind is Kind.PYTHON
