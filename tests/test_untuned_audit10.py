@@ -244,3 +244,46 @@ def test_a_device_default_no_call_of_the_file_overrides_is_the_host():
             moments.update(loss.detach())
     """)
     assert (6, "PFL203") in found
+
+
+# pytorch-soft-actor-critic: `update_parameters` (another module) returns `.item()` values,
+# which the loop logs under names that read like losses.
+_SAC = """
+    import torch
+    import torch.nn.functional as F
+
+    class SAC:
+        def update_parameters(self, memory, batch_size):
+            state = torch.as_tensor(memory.sample(batch_size), device="cuda")
+            qf1_loss = F.mse_loss(self.critic(state), state)
+            qf1_loss.backward()
+            self.critic_optim.step()
+            return {returned}
+"""
+
+_SAC_MAIN = """
+    from sac import SAC
+    from torch.utils.tensorboard import SummaryWriter
+
+    agent = SAC()
+    writer = SummaryWriter()
+    for updates in range(1000):
+        critic_1_loss, policy_loss = agent.update_parameters(memory, 256)
+        writer.add_scalar("loss/critic_1", critic_1_loss, updates)
+"""
+
+
+def test_numbers_another_module_returns_are_not_tensors(tmp_path):
+    from project_files import project_findings
+
+    found = project_findings(tmp_path, {"sac.py": _SAC.format(returned="qf1_loss.item(), 0.0"), "main.py": _SAC_MAIN})
+    assert ("main.py", 8, "PFL231") not in found
+    assert ("sac.py", 10, "PFL201") in found
+
+
+def test_tensors_another_module_returns_are_still_logged_as_tensors(tmp_path):
+    """Twin: the losses returned as tensors; logging one reads it to the host."""
+    from project_files import project_findings
+
+    found = project_findings(tmp_path, {"sac.py": _SAC.format(returned="qf1_loss, qf1_loss"), "main.py": _SAC_MAIN})
+    assert ("main.py", 8, "PFL231") in found
