@@ -287,3 +287,72 @@ def test_tensors_another_module_returns_are_still_logged_as_tensors(tmp_path):
 
     found = project_findings(tmp_path, {"sac.py": _SAC.format(returned="qf1_loss, qf1_loss"), "main.py": _SAC_MAIN})
     assert ("main.py", 8, "PFL231") in found
+
+
+# vicreg's training loop logs when a minute has passed since it last did.
+_TIMED_LOG = """
+    import time
+    import torch
+
+    last_logging = time.time()
+    for step, (x, y) in enumerate(loader):
+        loss = model(x.cuda(), y.cuda())
+        loss.backward()
+        optimizer.step()
+        current_time = time.time()
+        if {test}:
+            print(loss.item())
+            last_logging = current_time
+"""
+
+
+def test_a_block_run_when_time_has_passed_since_it_last_ran_is_throttled():
+    found = _found(_TIMED_LOG.format(test="args.rank == 0 and current_time - last_logging > args.log_freq_time"))
+    assert (11, "PFL201") not in found
+
+
+def test_a_difference_of_values_that_are_not_times_is_no_throttle():
+    """Twin: `loss - last_loss > tol` compares losses (and syncs itself); the block runs
+    whenever it holds."""
+    found = _found(_TIMED_LOG.format(test="loss - last_loss > args.tol"))
+    assert (11, "PFL201") in found
+
+
+# CRD's (and CMC's) NCE memory bank: the normalization constant is kept in a buffer at -1
+# until the first forward sets it.
+_MEMORY = """
+    import torch
+
+    class ContrastMemory(torch.nn.Module):
+        def __init__(self, output_size):
+            super().__init__()
+            self.register_buffer("params", torch.tensor([16384, 0.07, -1.0]))
+            self.output_size = output_size
+
+        def forward(self, v1, weight):
+            z = {read}
+            out = torch.exp(torch.bmm(weight, v1) / 0.07)
+            if z < 0:
+                {store}
+                print("normalization constant Z is set to {{:.1f}}".format(z.item() if torch.is_tensor(z) else z))
+            return out / z
+
+    memory = ContrastMemory(1000).cuda()
+    for x, w in loader:
+        loss = memory(x.cuda(), w.cuda()).mean()
+        loss.backward()
+"""
+
+
+def test_a_sentinel_kept_on_the_object_is_set_once():
+    source = _MEMORY.format(read="self.params[2].item()", store="self.params[2] = out.mean() * self.output_size\n"
+                            "                z = self.params[2].clone().detach().item()")
+    found = _found(source)
+    assert (_row(source, "z = self.params[2].clone()"), "PFL201") not in found
+    assert (10, "PFL201") in found  # reading the constant every forward stays a sync
+
+
+def test_a_local_default_taken_every_step_is_not():
+    """Twin: the branch sets the local only (nothing kept): it runs whenever the test holds."""
+    source = _MEMORY.format(read="out_scale(v1)", store="z = out.mean().item() * self.output_size")
+    assert (_row(source, "z = out.mean().item()"), "PFL201") in _found(source)

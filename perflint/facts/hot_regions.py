@@ -278,6 +278,41 @@ def fills_a_local_once(node: ast.If, loops: list[LoopInfo]) -> bool:
     return False
 
 
+def sets_a_stored_sentinel(node: ast.If, function: ast.AST) -> bool:
+    """`Z = self.params[2].item()` ... `if Z < 0: self.params[2] = out.mean() * n` (the NCE
+    memory banks of CMC and CRD): a value kept on the object at a sentinel until the first
+    step sets it, so the branch runs once."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and _is_number(test.comparators[0])):
+        return False
+    stored = {ast.unparse(t) for stmt in node.body for part in ast.walk(stmt) if isinstance(part, ast.Assign)
+              for t in part.targets if isinstance(t, (ast.Subscript, ast.Attribute)) and _on_self(t)}
+    if not stored:
+        return False
+    name = test.left.id
+    inside = {id(part) for part in ast.walk(node)}
+    for part in ast.walk(function):
+        if isinstance(part, ast.Assign) and id(part) not in inside \
+                and any(isinstance(t, ast.Name) and t.id == name for t in part.targets):
+            read = {ast.unparse(n) for n in ast.walk(part.value) if isinstance(n, (ast.Subscript, ast.Attribute))}
+            if read & stored:
+                return True
+    return False
+
+
+def _is_number(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _on_self(node: ast.expr) -> bool:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def _turns_off(stmt: ast.AST, flag: ast.Name | ast.Attribute) -> bool:
     """`flag = False` (or 0, or None)."""
     return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _same_place(stmt.targets[0], flag) \

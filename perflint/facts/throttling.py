@@ -229,7 +229,22 @@ def _is_timed(node: ast.expr) -> bool:
                 return True
             if isinstance(part, (ast.Name, ast.Attribute)) and _DURATION_NAME.search(receiver_name(part).lower()):
                 return True
+            if _time_since_last(part):
+                return True
     return False
+
+
+_LAST_MARK = re.compile(r"(?:last|prev|previous|start)")
+
+
+def _time_since_last(node: ast.AST) -> bool:
+    """`current_time - last_logging` (vicreg), `now_time - self.prev_log`: a time read this
+    step minus the one of the last time the block ran."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)
+            and all(isinstance(s, (ast.Name, ast.Attribute)) for s in (node.left, node.right))):
+        return False
+    now, then = receiver_name(node.left).lower(), receiver_name(node.right).lower()
+    return "time" in now and bool(_LAST_MARK.match(then))
 
 
 def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef],

@@ -35,6 +35,7 @@ from .hot_regions import (
     is_step_loop,
     leaves_hot_region,
     parameter_defaults,
+    sets_a_stored_sentinel,
     yields_named_batches,
 )
 from .hotness import (
@@ -116,7 +117,7 @@ class Walker(DispatchInterpreter):
             if self.hot and terminates([stmt]) is not None:
                 self.hot = False  # after `raise` / `assert False` / `return`: never runs
             if self.hot and skips_unless_throttled(stmt, self.throttled_flags, self.file.unit_intervals()) \
-                    and not steps_the_optimizer(stmts[index + 1:]) and not self._runs_a_training_step(stmts[index + 1:]):
+                    and not steps_the_optimizer(stmts[index + 1:]) and not self._calls_a_training_step(stmts[index + 1:]):
                 # `if step % n: return`: the rest runs every n steps (unless the rest is the
                 # training step, gated: drqv2's `if step % self.update_every_steps != 0: return`)
                 self.hot = False
@@ -209,7 +210,7 @@ class Walker(DispatchInterpreter):
             and not is_lazy_init(node) \
             and not is_capped_by_counter(node, self.loops, self.func.node) \
             and not clears_its_flag(node, self.loops) \
-            and not fills_a_local_once(node, self.loops) \
+            and not fills_a_local_once(node, self.loops) and not sets_a_stored_sentinel(node, self.func.node) \
             and not is_failure_guard(node, self._is_tensor) and not is_other_device_test(node.test, self.other_device_flags)
         body_hot = body_hot and not leaves_hot_region(node.body, self.loops, self.func.hot)
         else_hot = hot and not leaves_hot_region(node.orelse, self.loops, self.func.hot)
@@ -401,6 +402,26 @@ class Walker(DispatchInterpreter):
 
     def _is_tensor(self, node: ast.expr) -> bool:
         return self.value(node).kind is Kind.TENSOR
+
+    def _calls_a_training_step(self, body: list[ast.stmt]) -> bool:
+        """Does `body` call a method of this class (`self.update_critic(...)`) or a function of
+        this module that runs the backward pass or steps an optimizer? Read from what the
+        summary pass learned of them, without walking `body` again."""
+        cls = self.func.cls
+        for stmt in body:
+            for node in ast.walk(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                target = None
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and cls is not None \
+                        and func.value.id == self.self_name:
+                    target = cls.lookup_method(func.attr)
+                elif isinstance(func, ast.Name):
+                    target = self.file.local_functions.get((0, func.id))
+                if target is not None and target.trains:
+                    return True
+        return False
 
     def _runs_a_training_step(self, body: list[ast.stmt]) -> bool:
         """Does `body` call what runs the backward pass or steps an optimizer (Rainbow's `if T
