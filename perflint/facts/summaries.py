@@ -61,7 +61,7 @@ TRAINS = ";u"  # the summary's tail for a function one call of which is one trai
 CONFLICT = "?"
 ON_ACCELERATOR = "g"  # call signatures only: a tensor known to be on the accelerator
 NOTHING = "-"
-PYTHON_CODE = "p"  # a Python value (a number, a string): a keyword argument, or what a function returns
+PYTHON_CODE = "p"  # a Python value (a number, a string): a keyword argument, or an item of a returned tuple
 # In a call signature, the keyword entry for a `**mapping` at the call; in
 # `FunctionInfo.arg_values`, the prefix of the key of what a `**kwargs` parameter holds
 SPREAD = "**"
@@ -357,8 +357,10 @@ def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> 
         # keeps a module by its name (calling it runs the model) and its class (its methods)
         ref = value.ref or ""
         return ref if ref.startswith(PROJECT_CLASS) else NOTHING
-    if kind is Kind.PYTHON and owner is not None:
-        return PYTHON_CODE  # `return loss.item(), acc`: numbers, whatever the caller names them
+    if kind is Kind.PYTHON and owner is not None and depth > 0:
+        # `return loss.item(), acc`: numbers, whatever the caller names them (in a tuple only:
+        # a plain number returned made the fixpoint analyze 7% more of transformers again)
+        return PYTHON_CODE
     if kind is Kind.OBJECT and value.ref and value.ref.isidentifier():
         return LOCAL_CLASS + value.ref  # an instance of a class of this file (not a module)
     if kind is Kind.SEQ and owner is not None and depth < _MAX_DEPTH:
