@@ -125,7 +125,7 @@ class Frame:
         unknown contents."""
         if self.mode == REPORT:
             key = SPREAD + name
-            passed = self.func.arg_values.get(key) or self.func.summary_arg_values.get(key)
+            passed = self._passed(key)
             if passed is not None and passed.kind is Kind.PYTHON and passed.elem is not None \
                     and not self.func.opaque_calls:
                 return passed
@@ -136,7 +136,7 @@ class Frame:
         passed = None
         if self.mode == REPORT:
             name = arg.arg
-            passed = self.func.arg_values.get(name) or self.func.summary_arg_values.get(name)
+            passed = self._passed(name)
             if passed is None and self._always_default(name, default):
                 return NONE if default.value is None else PYTHON  # type: ignore[union-attr]
         elif self.specialized is not None:
@@ -180,6 +180,11 @@ class Frame:
         elif arg.annotation is None and self._is_forward_input():
             return TENSOR
         return UNKNOWN
+
+    def _passed(self, name: str) -> Value | None:
+        """What the calls pass for parameter `name` (report pass): this file's, else the
+        other files'."""
+        return self.func.arg_values.get(name) or self.func.summary_arg_values.get(name)
 
     def _never_passed(self, name: str) -> bool:
         """Every call of this function is in this file, known, and leaves `name` out."""

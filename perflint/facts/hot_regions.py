@@ -23,6 +23,7 @@ from .hotness import (
 )
 from .hints import names_a_batch
 from .records import ClassInfo, FunctionInfo, LoopInfo
+from .shapes import is_scalar_literal
 from .summaries import function_key
 from .values import Kind, Value
 
@@ -284,7 +285,7 @@ def sets_a_stored_sentinel(node: ast.If, function: ast.AST) -> bool:
     step sets it, so the branch runs once."""
     test = node.test
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
-            and _is_number(test.comparators[0])):
+            and is_scalar_literal(test.comparators[0])):
         return False
     stored = {ast.unparse(t) for stmt in node.body for part in ast.walk(stmt) if isinstance(part, ast.Assign)
               for t in part.targets if isinstance(t, (ast.Subscript, ast.Attribute)) and _on_self(t)}
@@ -299,12 +300,6 @@ def sets_a_stored_sentinel(node: ast.If, function: ast.AST) -> bool:
             if read & stored:
                 return True
     return False
-
-
-def _is_number(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _on_self(node: ast.expr) -> bool:

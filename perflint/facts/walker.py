@@ -248,7 +248,7 @@ class Walker(DispatchInterpreter):
         checked = tensor_check_subject(test.operand if negate else test, self.qualname)  # type: ignore[attr-defined]
         if checked is None:
             return None
-        passed = self.func.arg_values.get(checked) or self.func.summary_arg_values.get(checked)
+        passed = self._passed(checked)
         if passed is None or passed.kind is not Kind.TENSOR or self.lookup(checked).kind is not Kind.TENSOR:
             return None
         return not negate
@@ -407,20 +407,12 @@ class Walker(DispatchInterpreter):
         """Does `body` call a method of this class (`self.update_critic(...)`) or a function of
         this module that runs the backward pass or steps an optimizer? Read from what the
         summary pass learned of them, without walking `body` again."""
-        cls = self.func.cls
         for stmt in body:
             for node in ast.walk(stmt):
-                if not isinstance(node, ast.Call):
-                    continue
-                func = node.func
-                target = None
-                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and cls is not None \
-                        and func.value.id == self.self_name:
-                    target = cls.lookup_method(func.attr)
-                elif isinstance(func, ast.Name):
-                    target = self.file.local_functions.get((0, func.id))
-                if target is not None and target.trains:
-                    return True
+                if isinstance(node, ast.Call):
+                    target = self._handler_function(node.func)
+                    if target is not None and target.trains:
+                        return True
         return False
 
     def _runs_a_training_step(self, body: list[ast.stmt]) -> bool:
