@@ -356,3 +356,73 @@ def test_a_local_default_taken_every_step_is_not():
     """Twin: the branch sets the local only (nothing kept): it runs whenever the test holds."""
     source = _MEMORY.format(read="out_scale(v1)", store="z = out.mean().item() * self.output_size")
     assert (_row(source, "z = out.mean().item()"), "PFL201") in _found(source)
+
+
+# contrastive-unpaired-translation's PatchSampleF builds its MLPs on the first forward.
+_PATCH_SAMPLER = """
+    import torch
+    import torch.nn as nn
+
+    class PatchSampleF(nn.Module):
+        def create_mlp(self, feats):
+            for mlp_id, feat in enumerate(feats):
+                mlp = nn.Sequential(nn.Linear(feat.shape[1], self.nc), nn.ReLU())
+                mlp.cuda()
+                setattr(self, "mlp_%d" % mlp_id, mlp)
+            self.mlp_init = True
+
+        def forward(self, feats):
+            if {test}:
+                self.create_mlp(feats)
+            return [f.flatten(1) for f in feats]
+"""
+
+
+def test_a_lazy_initialisation_under_and_runs_once():
+    assert (8, "PFL107") not in _found(_PATCH_SAMPLER.format(test="self.use_mlp and not self.mlp_init"))
+
+
+def test_a_flag_alone_under_and_is_no_lazy_initialisation():
+    """Twin: `self.use_mlp and self.rebuild` holds on every step it is set."""
+    assert (8, "PFL107") in _found(_PATCH_SAMPLER.format(test="self.use_mlp and self.rebuild"))
+
+
+# SPADE's training loop prints when its IterationCounter says so.
+_SPADE_LOOP = """
+    import torch
+
+    for i, data_i in enumerate(dataloader):
+        losses = trainer.run_generator_one_step(data_i)
+        if iter_counter.{helper}():
+            for k, v in losses.items():
+                print("%s: %.3f" % (k, v.mean().float()))
+"""
+
+
+def test_a_needs_printing_helper_throttles():
+    assert not {code for row, code in _found(_SPADE_LOOP.format(helper="needs_printing")) if row == 7}
+
+
+def test_another_needs_helper_does_not():
+    """Twin: `needs_grad()` says nothing about which steps."""
+    assert (7, "PFL210") in _found(_SPADE_LOOP.format(helper="needs_grad"))
+
+
+def test_a_local_rebuilt_under_and_is_no_lazy_initialisation():
+    """Twin (sd-scripts' attention): `if not attn_params.split_attn and ...:` rebuilds a local
+    `attn_params` in its body, every call: the `.item()` there stays per step."""
+    found = _found("""
+        import torch
+
+        def attention(q, attn_params):
+            if not attn_params.split_attn and attn_params.seqlens is not None:
+                seqlen = attn_params.seqlens[0].item()
+                q = q[:, :seqlen]
+                attn_params = AttentionParams.create_attention_params(attn_params.attn_mode, False)
+            return q
+
+        class Block(torch.nn.Module):
+            def forward(self, x, attn_params):
+                return attention(x, attn_params)
+    """)
+    assert (5, "PFL201") in found

@@ -276,6 +276,11 @@ def is_lazy_init(node: ast.If) -> bool:
     key), not every step. So does a body that fills a cache on a miss."""
     if is_cache_miss(node.test) or _fills_up(node) or _stores_on_miss(node):
         return True
+    if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And):
+        # `if self.use_mlp and not self.mlp_init: self.create_mlp(feats)` (CUT's PatchSampleF):
+        # a part that tests state kept on the object (a local's flag may be set every step)
+        return any(_kept_on_self(part) and is_lazy_init(ast.If(test=part, body=node.body, orelse=[]))
+                   for part in node.test.values)
     target = _lazy_init_object(node.test)
     if target is None:
         return False
@@ -366,6 +371,14 @@ def _lazy_init_object(test: ast.expr) -> ast.expr | None:
     if isinstance(op, ast.NotIn) and isinstance(left, ast.Constant) and isinstance(left.value, str):
         return right  # "exp_avg" not in state
     return None
+
+
+def _kept_on_self(test: ast.expr) -> bool:
+    """The object a lazy-initialisation test looks at is state of `self` (`self.mlp_init`)."""
+    target = _lazy_init_object(test)
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+    return isinstance(target, ast.Name) and target.id == "self"
 
 
 def _is_len_call(node: ast.expr) -> bool:

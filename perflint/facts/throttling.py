@@ -14,10 +14,12 @@ from .syntax import dotted
 
 # `if control.should_log:` (Hugging Face's TrainerControl, set every `logging_steps`)
 _THROTTLING_FLAGS = ("should_log", "should_eval", "should_save")
-# ... and `is_save_iter(args, iteration)`, `should_checkpoint(step)`: helpers that say whether
-# this is one of the steps that save, evaluate or log
+# ... and `is_save_iter(args, iteration)`, `should_checkpoint(step)`, `needs_printing()`
+# (SPADE's IterationCounter): helpers that say whether this is one of the steps that save,
+# evaluate, display or log
 _THROTTLING_CALLS = _THROTTLING_FLAGS + ("is_log", "every_n_", "end_of_epoch", "should_", "is_save",
-                                         "is_eval", "is_val", "is_checkpoint", "is_ckpt")
+                                         "is_eval", "is_val", "is_checkpoint", "is_ckpt", "needs_print",
+                                         "needs_sav", "needs_display", "needs_log", "needs_eval")
 _LAST_STEP_CHECK = re.compile(r"is_last_(?:train_|val_|test_)?(?:iter|epoch|step|batch)")
 
 
