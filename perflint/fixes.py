@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Literal
 
 from .findings import FixPlan
 from .types import Applicability, Diagnostic, Edit, Fix, Location
@@ -43,7 +43,7 @@ def _edit(source: SourceFile, start: int, end: int, text: str) -> Edit:
     return Edit(Location(row, col + 1), Location(end_row, end_col + 1), text)
 
 
-def _import_edit(text: str, modules: list[str]) -> tuple[int, int, str] | None | bool:
+def _import_edit(text: str, modules: list[str]) -> tuple[int, int, str] | Literal[False] | None:
     """An insertion that adds `import <module>` lines; False if none is needed, None if libcst
     cannot place it.
 

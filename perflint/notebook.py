@@ -21,7 +21,7 @@ import json
 import re
 import warnings
 from dataclasses import dataclass, field, replace
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public, missing from typeshed
 from typing import Callable, Sequence
 
 from .engine import FileResult, Linter

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections import deque
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import Callable, Generic, Iterator, Sequence, TypeVar
 
 R = TypeVar("R")
 
@@ -101,7 +101,7 @@ class _Worker:
         self.chunks: deque[list[int]] = deque()  # handed out, not yet finished
 
 
-class _Pool:
+class _Pool(Generic[R]):
     def __init__(self, func: Callable[[int], R], count: int, jobs: int,
                  on_error: Callable[[int, str], R], schedule: Sequence[int] | None) -> None:
         self.func = func

@@ -162,19 +162,19 @@ class ProjectIndex:
             return None
         if qualname.startswith(ANY_PACKAGE):  # `*.message_hub.MessageHub.update_scalar`
             module, _, name = qualname[len(ANY_PACKAGE):].partition(".")
-            found = self._by_last_name.get(module, [])
-            return (found[0], name) if len(found) == 1 and name else None
+            files = self._by_last_name.get(module, [])
+            return (files[0], name) if len(files) == 1 and name else None
         absolute = self._absolute(caller, qualname)
         if not absolute or "." not in absolute:
             return None
         parts = absolute.split(".")
-        candidates = []
+        candidates: list[tuple[int, str]] = []
         for split in (len(parts) - 1, len(parts) - 2):  # module.function, module.Class.method
             if split < 1:
                 break
-            found = self._module_file(caller, ".".join(parts[:split]))
-            if found is not None:
-                candidates.append((found, ".".join(parts[split:])))
+            module_file = self._module_file(caller, ".".join(parts[:split]))
+            if module_file is not None:
+                candidates.append((module_file, ".".join(parts[split:])))
         if len(candidates) == 2 and not self.defines(*candidates[0]) and self.defines(candidates[1][0],
                                                                                         parts[-2]):
             # `TD3.TD3.train` in a directory named TD3: the class TD3 of TD3.py, not a
@@ -333,8 +333,8 @@ def project_seeds(index: ProjectIndex, hot_calls: Sequence[Sequence[str]], bound
             seeds.setdefault(target, set()).add(BOUND + name)
     exported = index.exports(reexports)
     shaped: dict[int, dict[str, list[str]]] = {}  # file -> function -> its "Name(shape)" entries
-    for caller, qualname, target, if_trains in _wanted(index, exported, calls):
-        file, name = target
+    for caller, qualname, defined_at, if_trains in _wanted(index, exported, calls):
+        file, name = defined_at
         if file not in shaped:
             shaped[file] = {}
             for entry in summaries[file]:

@@ -12,7 +12,7 @@ import importlib.util
 import re
 import sys
 from types import ModuleType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 
 def _lazy_module(name: str) -> ModuleType:
@@ -31,7 +31,10 @@ def _lazy_module(name: str) -> ModuleType:
     return module
 
 
-cst = _lazy_module("libcst")
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = _lazy_module("libcst")
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -93,6 +96,7 @@ def add_keyword(call: cst.Call, name: str, value: str) -> cst.Call:
         elif _one_per_line(call, trailing):
             # one argument per line: the new one goes on its own line, before the bracket
             layout = trailing.whitespace_after
+            assert isinstance(layout, cst.ParenthesizedWhitespace)  # `_one_per_line` checked it
             indent = _argument_indent(call)
             args[-1] = last.with_changes(comma=trailing.with_changes(
                 whitespace_after=layout.with_changes(last_line=indent)))

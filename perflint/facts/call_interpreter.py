@@ -702,7 +702,7 @@ class CallInterpreter(ExpressionInterpreter):
         node = target.node
         cross = self.file.cross
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or target.has_statement_loop \
-                or cross.specializing >= _SPECIALIZE_DEPTH or node.end_lineno - node.lineno > _SPECIALIZE_LINES:
+                or cross.specializing >= _SPECIALIZE_DEPTH or (node.end_lineno or node.lineno) - node.lineno > _SPECIALIZE_LINES:
             return None
         codes = tuple(sorted((name, specializing_code(value)) for name, value in binding.items()
                              if specializes(value)))
@@ -713,9 +713,9 @@ class CallInterpreter(ExpressionInterpreter):
             return cross.specialized[key]
         if any(isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                for stmt in node.body for inner in ast.walk(stmt)):
-            cross.specialized[key] = None  # type: ignore[assignment]
+            cross.specialized[key] = None
             return None  # its nested functions belong to the summary's walk
-        cross.specialized[key] = None  # type: ignore[assignment]  # recursion: the summary's answer
+        cross.specialized[key] = None  # recursion: the summary's answer
         shadow = FunctionInfo(target.name, node, cls=target.cls, parent=target.parent, decorators=target.decorators)
         shadow.summary_state = 2
         walker = type(self)(self.file, shadow, SUMMARY)
@@ -724,7 +724,7 @@ class CallInterpreter(ExpressionInterpreter):
         walker.silent = 1
         cross.specializing += 1
         try:
-            walker.run()
+            walker.run()  # type: ignore[attr-defined]  # `type(self)` is the layer above: a Walker
         finally:
             cross.specializing -= 1
         result = shadow.result
@@ -797,4 +797,4 @@ def _binds(value: Value) -> bool:
 
 
 # Calls are expressions: `ExpressionInterpreter.ev` hands them to this layer.
-EXPR_HANDLERS[ast.Call] = CallInterpreter.ev_Call
+EXPR_HANDLERS[ast.Call] = CallInterpreter.ev_Call  # type: ignore[assignment]  # a subclass's method

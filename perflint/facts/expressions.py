@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from .environment import merged_device, python_dict
 from .file_facts import is_rnn_base
@@ -421,7 +421,7 @@ class ExpressionInterpreter(Frame):
     def _stored_element(self, target: ast.Subscript, value: Value) -> None:
         """`out[k] = feats.cpu().numpy()` (or `out[name][i] = ...`) into a dict this function
         made: its subscripts give back what was stored, so `out[k].tolist()` is numpy's."""
-        depth, node = 0, target
+        depth, node = 0, target  # type: tuple[int, ast.expr]
         while isinstance(node, ast.Subscript):
             if isinstance(node.slice, ast.Slice):
                 return
@@ -460,6 +460,7 @@ def with_stored_element(container: Value, depth: int, value: Value) -> Value | N
     an unknown subscript is already read as a possible tensor."""
     if container.kind is not Kind.PYTHON or (container.elem is None and container.items != ()):
         return None  # a dict of unknown contents stays unknown
+    elem: Value | None
     if depth == 1:
         stored = value if value.not_tensor else UNKNOWN
         elem = stored if container.elem is None else join(container.elem, stored)
@@ -501,7 +502,7 @@ def _attribute_hint(attr: str) -> Value:
 
 
 # The handler of each expression type (a table, not `getattr`: `ev` runs for every node).
-EXPR_HANDLERS: dict[type, Callable[[ExpressionInterpreter, ast.expr], Value]] = {
+EXPR_HANDLERS: dict[type, Callable[[ExpressionInterpreter, Any], Value]] = {
     ast.Constant: ExpressionInterpreter.ev_Constant,
     ast.Name: ExpressionInterpreter.ev_Name,
     ast.Attribute: ExpressionInterpreter.ev_Attribute,

@@ -263,7 +263,7 @@ class FileFacts:
             elif isinstance(node, ast.ClassDef):
                 if node in self.info_of:
                     env[node.name] = Value(Kind.CLASS, ref=node.name)
-            elif isinstance(node, (ast.If, ast.Try)) or type(node).__name__ == "TryStar":
+            elif isinstance(node, _BRANCHING):
                 children = list(node.body) + list(node.orelse)
                 for handler in getattr(node, "handlers", []):
                     children.extend(handler.body)
@@ -322,6 +322,9 @@ def _any_device(value: Value) -> Value:
     return value.with_device(None) if value.on_cpu else value
 
 
+# Statements whose blocks hold definitions the module may run (`try: import ... except:`);
+# TryStar (Python 3.11+) has the same blocks as Try.
+_BRANCHING: tuple[type[ast.If] | type[ast.Try], ...] = (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try))
 _PER_SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__", "forward",
                                  "transform", "collate", "collate_fn"})
 

@@ -27,7 +27,8 @@ from typing import Callable
 from .torch_api import int_arguments
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While) + _COMPREHENSIONS
 _CONDITIONS = (ast.If, ast.While, ast.Assert, ast.IfExp)
 
 # Methods that read a tensor to the host.
@@ -127,7 +128,7 @@ class DeviceFlow:
                     return current
             elif isinstance(current, ast.While):
                 return current
-            elif isinstance(current, _LOOPS):  # a comprehension: its first iterable runs once
+            elif isinstance(current, _COMPREHENSIONS):  # a comprehension: its first iterable runs once
                 first = current.generators[0] if current.generators else None
                 if not (child is first and below is first.iter):
                     return current
@@ -239,7 +240,7 @@ class DeviceFlow:
                     and isinstance(outer.targets[0], (ast.Tuple, ast.List)) \
                     and len(outer.targets[0].elts) == len(p.elts) \
                     and not any(isinstance(e, ast.Starred) for e in p.elts + outer.targets[0].elts):
-                return self._follow_target(outer.targets[0].elts[p.elts.index(expr)], region)
+                return self._follow_target(outer.targets[0].elts[p.elts.index(expr)], region)  # type: ignore[arg-type]
             return up
         if isinstance(p, ast.Dict):
             return up if any(v is expr for v in p.values) else _HOST  # a key is hashed

@@ -368,7 +368,7 @@ def _same_place(node: ast.expr, counter: ast.Name | ast.Attribute) -> bool:
     if isinstance(counter, ast.Name):
         return isinstance(node, ast.Name) and node.id == counter.id
     return isinstance(node, ast.Attribute) and node.attr == counter.attr and isinstance(node.value, ast.Name) \
-        and node.value.id == counter.value.id  # type: ignore[union-attr]
+        and isinstance(counter.value, ast.Name) and node.value.id == counter.value.id
 
 
 def _is_last_step(node: ast.expr) -> bool:
@@ -401,8 +401,8 @@ def parameter_defaults(func: FunctionInfo) -> dict[str, ast.expr | None]:
     defaults: dict[str, ast.expr | None] = {a.arg: None for a in positional}
     for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
         defaults[arg.arg] = default
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        defaults[arg.arg] = default
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+        defaults[arg.arg] = kw_default
     return defaults
 
 
@@ -432,7 +432,7 @@ def default_decides(test: ast.expr, func: FunctionInfo) -> bool | None:
     if compare is None:
         result = bool(value)
     else:
-        other = compare.comparators[0].value  # type: ignore[union-attr]
+        other = compare.comparators[0].value  # type: ignore[attr-defined]  # a Constant (above)
         op = compare.ops[0]
         same = value is other if isinstance(op, (ast.Is, ast.IsNot)) else value == other
         result = same if isinstance(op, (ast.Eq, ast.Is)) else not same

@@ -533,8 +533,7 @@ def is_failure_guard(node: ast.If, is_tensor: Callable[[ast.expr], bool] = lambd
     test = node.test
     if _is_nan_check(test):
         return True
-    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-    if negated and _is_all_check(test.operand):
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _is_all_check(test.operand):
         return terminates(node.body) is not None or any(_reports_failure(s) for s in node.body)
     bounded = _bounded_side(test)
     if bounded is None:

@@ -135,7 +135,7 @@ def _named_dict(name: str, call: ast.Call, scope: ast.AST) -> Settings | None:
         change = _change(use, parent, parents, scope)
         if change is None:
             return None
-        if change == "read":
+        if isinstance(change, str):  # "read"
             continue
         for key, value in change.items():
             old = settings.get(key, frozenset({ABSENT}))
@@ -204,9 +204,9 @@ def _change(use: ast.Name, parent: ast.AST | None, parents: dict[ast.AST, ast.AS
             return _dict_literal(ast.Call(func=ast.Name(id="dict"), args=[], keywords=call.keywords))
         if method in ("pop", "setdefault") and call.args and isinstance(call.args[0], ast.Constant) \
                 and isinstance(call.args[0].value, str):
-            key = call.args[0].value
+            popped = call.args[0].value
             if method == "pop":
-                return {key: frozenset({ABSENT})}
+                return {popped: frozenset({ABSENT})}
             return None  # setdefault: depends on what is there
         return None
     return None

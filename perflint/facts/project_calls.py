@@ -177,7 +177,7 @@ class CrossFile:
         self.feeding: set[int] = set()  # ids of the functions making such calls
         # objects and loaders other files pass, for the summary pass: id(function) -> name -> value
         self.summary_args: dict[int, dict[str, Value]] = {}
-        self.specialized: dict[tuple, Value] = {}  # (id(function), argument codes) -> what it returns
+        self.specialized: dict[tuple, Value | None] = {}  # (id(function), argument codes) -> what it returns
         self.specializing = 0
         self.decoder: Decoder | None = None
 

@@ -107,14 +107,18 @@ def parameters(func: FunctionInfo) -> list[str]:
 def param_marker(func: FunctionInfo, position: int | None, name: str) -> Value:
     """What a parameter holds while its function is summarized, when nothing else is known:
     an unknown value that remembers which parameter it is."""
-    return Value(Kind.UNKNOWN, ref=f"{PARAM_REF}{id(func)}:{'' if position is None else position}:{name}")
+    return Value(Kind.UNKNOWN, ref=_param_ref(func, position, name))
+
+
+def _param_ref(func: FunctionInfo, position: int | None, name: str) -> str:
+    return f"{PARAM_REF}{id(func)}:{'' if position is None else position}:{name}"
 
 
 def loader_marker(func: FunctionInfo, position: int | None, name: str) -> Value:
     """What a parameter named like a loader (`loader`, `train_dl`) holds while its function
     is summarized: a loader (its batches, in host memory) that remembers which parameter it
     is, and whose batches remember it too (`for batch in loader: yield batch`)."""
-    ref = param_marker(func, position, name).ref
+    ref = _param_ref(func, position, name)
     return Value(Kind.LOADER, elem=Value(Kind.BATCH, data=True, device="cpu", ref=ELEMENT_REF + ref), ref=ref)
 
 
@@ -519,8 +523,8 @@ def export(functions: Iterable[FunctionInfo], moves: set[tuple[str, int, str]],
     """`Name=summary` for each function of the file other files may call, when there is
     something to say (`annotated`: the value a function's return annotation gives)."""
     moved: dict[str, list[str]] = {}
-    for key, position, name in sorted(moves):
-        moved.setdefault(key, []).append(f"${position}:{name}")
+    for moved_key, position, name in sorted(moves):
+        moved.setdefault(moved_key, []).append(f"${position}:{name}")
     functions = list(functions)
     nested = {(id(f.parent), f.name) for f in functions if f.parent is not None}
     out = []

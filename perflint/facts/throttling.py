@@ -23,7 +23,7 @@ _THROTTLING_CALLS = _THROTTLING_FLAGS + ("is_log", "every_n_", "end_of_epoch", "
 _LAST_STEP_CHECK = re.compile(r"is_last_(?:train_|val_|test_)?(?:iter|epoch|step|batch)")
 
 
-def _is_mod_zero(node: ast.expr, every_step: Collection[str] = ()) -> bool:
+def _is_mod_zero(node: ast.AST, every_step: Collection[str] = ()) -> bool:
     """`step % n == 0`, `not step % n` (`every_step`: names of intervals known to be 1)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return isinstance(node.operand, ast.BinOp) and isinstance(node.operand.op, ast.Mod) \
@@ -249,7 +249,7 @@ def _time_since_last(node: ast.AST) -> bool:
     return "time" in now and bool(_LAST_MARK.match(then))
 
 
-def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef],
+def throttling_helpers(functions: Iterable[ast.AST],
                        prefix: str = "") -> frozenset[str]:
     """The names (after `prefix`, "self." for methods) of functions that return a throttled
     test: `def divisible_by(num, den): return (num % den) == 0`, or latent-diffusion's
@@ -257,6 +257,8 @@ def throttling_helpers(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDe
     0 ...:` and False otherwise. Calling one is that test."""
     names = set()
     for func in functions:
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
         body = func.body[1:] if func.body and isinstance(func.body[0], ast.Expr) \
             and isinstance(func.body[0].value, ast.Constant) else func.body  # a docstring
         if (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None

@@ -694,7 +694,7 @@ def is_non_blocking(call: ast.Call) -> bool | None:
         # Positional forms: to(device, dtype, non_blocking), to(dtype, non_blocking),
         # to(other, non_blocking). A bool constant after the first argument is that flag.
         flags = [a for a in call.args[1:3] if isinstance(a, ast.Constant) and isinstance(a.value, bool)]
-        return flags[0].value if flags else False
+        return bool(flags[0].value) if flags else False
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
         return node.value
     return None

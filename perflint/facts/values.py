@@ -224,9 +224,9 @@ def join(a: Value, b: Value) -> Value:
         return UNKNOWN
     if a.kind is Kind.REF and a.ref and b.ref:
         # `torch.cuda.FloatTensor if cuda else torch.FloatTensor`: the accelerator's, as for a device
-        for cuda, host in ((a, b), (b, a)):
-            if cuda.ref.startswith("torch.cuda.") and host.ref in (cuda.ref.replace("torch.cuda.", "torch.", 1),
-                                                                    "torch.Tensor"):
+        for cuda, cuda_ref, host_ref in ((a, a.ref, b.ref), (b, b.ref, a.ref)):
+            if cuda_ref.startswith("torch.cuda.") and host_ref in (cuda_ref.replace("torch.cuda.", "torch.", 1),
+                                                                   "torch.Tensor"):
                 return cuda
         if a.ref.rpartition(".")[2] == b.ref.rpartition(".")[2] and a.ref[:1] != "." and b.ref[:1] != ".":
             # `if opt.ff: from nerf.network_ff import NeRFNetwork` ... `else: from nerf.network
@@ -245,9 +245,9 @@ def join(a: Value, b: Value) -> Value:
         items = tuple(join(x, y) for x, y in zip(a.items, b.items))
     if a.kind is Kind.UNKNOWN:
         if _MAYBE_PYTHON in (a.ref, b.ref):
-            other = b.ref if a.ref == _MAYBE_PYTHON else a.ref
-            if other is not None and other.startswith("@"):
-                return a if a.ref == other else b  # (as above, the pickle's kind unknown)
+            other_ref = b.ref if a.ref == _MAYBE_PYTHON else a.ref
+            if other_ref is not None and other_ref.startswith("@"):
+                return a if a.ref == other_ref else b  # (as above, the pickle's kind unknown)
             return UNKNOWN_MAYBE_PYTHON
         wrapped = _wrapped_instance(a, b)
         return Value(Kind.UNKNOWN, ref=wrapped) if wrapped is not None else UNKNOWN

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from .calls import may_be_project_function
 from .dispatch import DispatchInterpreter
@@ -290,11 +290,11 @@ class Walker(DispatchInterpreter):
             # `if isinstance(inputs, list):` a batch's parts, `assert isinstance(tensors,
             # (list, tuple))` a list of tensors: still what they were, not host values
             return
-        values = [isinstance_value(n) for n in names]
-        if values and all(v is not None for v in values):
+        values = [v for v in map(isinstance_value, names) if v is not None]
+        if values and len(values) == len(names):
             narrowed = values[0]
-            for value in values[1:]:
-                narrowed = join(narrowed, value)  # type: ignore[arg-type]
+            for other in values[1:]:
+                narrowed = join(narrowed, other)
             name = test.args[0].id  # type: ignore[union-attr]
             if narrowed.kind is Kind.TENSOR and self.lookup(name).kind is Kind.PYTHON \
                     and name not in parameter_defaults(self.func):
@@ -303,7 +303,7 @@ class Walker(DispatchInterpreter):
                 return
             if narrowed.kind is Kind.NDARRAY and self.lookup(name).kind is not Kind.NDARRAY:
                 narrowed = CHECKED_NDARRAY  # `prepare_data(batch)`: any array, the batch's too
-            self.env[name] = narrowed  # type: ignore[assignment]
+            self.env[name] = narrowed
 
     def _merge_branches(self, branches: list[tuple[list[ast.stmt], Env]], before: Env) -> Env:
         live = [env for stmts, env in branches if terminates(stmts) is None]
@@ -554,7 +554,7 @@ class Walker(DispatchInterpreter):
         self._dispatch(node)
 
 
-STMT_HANDLERS: dict[type, Callable[[Walker, ast.stmt], None]] = {
+STMT_HANDLERS: dict[type, Callable[[Walker, Any], None]] = {
     ast.Expr: Walker.st_Expr,
     ast.Assign: Walker.st_Assign,
     ast.AnnAssign: Walker.st_AnnAssign,
@@ -584,7 +584,7 @@ STMT_HANDLERS: dict[type, Callable[[Walker, ast.stmt], None]] = {
 if hasattr(ast, "Match"):
     STMT_HANDLERS[ast.Match] = Walker.st_Match
 if hasattr(ast, "TryStar"):
-    STMT_HANDLERS[ast.TryStar] = Walker.st_Try  # type: ignore[attr-defined]
+    STMT_HANDLERS[ast.TryStar] = Walker.st_Try
 
 
 _DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "rank")

@@ -303,7 +303,7 @@ def _measure(rule: type[Rule], device: torch.device, bad: Callable[[], Any], goo
 
     # T_cpu: host time per step of the good form with no GPU work queued.
     t_cpu = time_block(good, steps, synchronize)
-    if rule.benchmark.sweep:
+    if rule.benchmark is not None and rule.benchmark.sweep:
         points = []
         for ratio, dim, t_gpu in calibrate(device, t_cpu, ratios, dims):
             work[0] = MatmulWork(device, dim)

@@ -68,7 +68,7 @@ def plot_run(run: dict[str, Any], path: Path) -> Path:
         fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(rules) + 3), 4))
         bad = [max(e["check"]["syncs_bad"]) for e in rules]
         good = [max(e["check"]["syncs_good"]) for e in rules]
-        xs = range(len(rules))
+        xs = list(range(len(rules)))
         ax.bar([x - 0.2 for x in xs], bad, width=0.4, label="bad form", color="#c44e52")
         ax.bar([x + 0.2 for x in xs], good, width=0.4, label="good form", color="#55a868")
         ax.set_xticks(list(xs))

@@ -63,6 +63,7 @@ import threading
 import weakref
 from collections import Counter
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
@@ -330,7 +331,7 @@ class SyncProbe:
 
     # ------------------------------------------------------------------ recording
     def _user_frame(self) -> tuple[str | None, int | None, str | None, str]:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         skip = (_TORCH_DIR, _HARNESS_DIR) + _STDLIB_DIRS + self.ignore_paths
         while frame is not None:
             filename = frame.f_code.co_filename
@@ -615,7 +616,7 @@ _OVERRIDES_FILE = os.path.join(_TORCH_DIR, "overrides.py")
 
 def _called_from_torch() -> bool:
     """Is the innermost frame outside this package (and torch's override plumbing) torch's own code?"""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not (filename.startswith(_HARNESS_DIR) or filename == _OVERRIDES_FILE):

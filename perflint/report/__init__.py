@@ -13,7 +13,9 @@ Formatter = Callable[[Sequence[Diagnostic], ReportContext], str]
 
 
 def _plain(render: Callable[[Sequence[Diagnostic]], str]) -> Formatter:
-    return lambda diagnostics, context=None: render(diagnostics)
+    def format_plain(diagnostics: Sequence[Diagnostic], context: ReportContext | None = None) -> str:
+        return render(diagnostics)
+    return format_plain
 
 
 FORMATTERS: dict[str, Formatter] = {

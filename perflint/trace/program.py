@@ -92,7 +92,7 @@ class Program:
         path = os.path.abspath(self.cwd / self.target)
         return path if os.path.isdir(path) else os.path.dirname(path)  # a directory with __main__.py
 
-    def run(self, wrap: Callable[[Callable[[], None]], None] | None = None) -> None:
+    def run(self, wrap: Callable[[Callable[[], object]], None] | None = None) -> None:
         """Run the program as `__main__` with its argv and sys.path[0]; exceptions propagate.
 
         `wrap(body)` lets the caller run `body` inside its own context (the probe). Afterwards
@@ -120,7 +120,7 @@ class Program:
                 os.chdir(saved_cwd)
             _forget_modules(set(sys.modules) - saved_modules, directory)
 
-    def _body(self) -> Callable[[], None]:
+    def _body(self) -> Callable[[], object]:
         if self.module:
             name = self.target
             return lambda: runpy.run_module(name, run_name="__main__", alter_sys=True)

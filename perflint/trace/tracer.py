@@ -102,7 +102,7 @@ def trace_program(program: Program, options: TraceOptions | None = None, *,
     sync_debug = (not simulate) if options.cuda_sync_debug is None else options.cuda_sync_debug
     error: BaseException | None = None
 
-    def body(run: Callable[[], None]) -> None:
+    def body(run: Callable[[], object]) -> None:
         nonlocal error
         with contextlib.ExitStack() as stack:
             stack.enter_context(probe)

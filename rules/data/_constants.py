@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.torch_api import keyword as keyword_value  # the argument, not the `keyword` node
 
 from ._moves import cast_dtype, device_target, is_dtype, keyword, written_after
 
@@ -67,7 +68,7 @@ def trivial(call: ast.Call, factory: str) -> bool:
         return False
     size: list[ast.expr] = []
     if factory == "full" or (len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List))):
-        first = call.args[0] if call.args else (keyword(call, "size").value if keyword(call, "size") else None)
+        first = call.args[0] if call.args else keyword_value(call, "size")
         if not isinstance(first, (ast.Tuple, ast.List)):
             return False
         size = list(first.elts)
@@ -117,7 +118,7 @@ def host_constant(node: ast.Call, ctx: RuleContext) -> bool:
     if factory is None or on_device(node, ctx) or not constant_call(node, ctx) or trivial(node, factory) \
             or scratch_buffer(node, ctx):
         return False
-    data = node.args[0] if node.args else (keyword(node, "data").value if keyword(node, "data") else None)
+    data = node.args[0] if node.args else keyword_value(node, "data")
     return isinstance(data, (ast.List, ast.Tuple))
 
 
@@ -135,7 +136,7 @@ def moved_to_device(node: ast.Call, ctx: RuleContext) -> bool:
         if cast_dtype(call, ctx) is None:
             if parent.attr != "to":
                 return False
-            target = call.args[0] if call.args else (keyword(call, "device").value if keyword(call, "device") else None)
+            target = call.args[0] if call.args else keyword_value(call, "device")
             return target is not None and not is_dtype(target, ctx) and device_target(target, ctx) != "cpu"
         node, parent = call, ctx.parent(call)
     return False

@@ -12,6 +12,7 @@ makes the whole expression unknown.
 from __future__ import annotations
 
 import ast
+from typing import TypeGuard
 
 from perflint.facts.context import RuleContext
 from perflint.facts.values import Kind
@@ -96,20 +97,22 @@ def reaching_assignments(name: str, ctx: RuleContext, start: ast.stmt | None = N
     + N ... else: head = torch.arange(N) + (H - N)`); [] when that is not clear."""
     binder = _binding_statement(name, ctx, start)
     if _plain_assignment(binder, calls_only):
-        return [binder]  # type: ignore[list-item]
+        return [binder]
     if not (branches and isinstance(binder, ast.If) and binder.orelse):
         return []
-    found = []
+    found: list[ast.Assign] = []
     for block in (binder.body, binder.orelse):
         last = [stmt for stmt in block if binds(stmt, name)]
-        if not last or not _plain_assignment(last[-1], calls_only) \
-                or any(isinstance(stmt, (*_LOOPS, ast.Try)) for stmt in block):
+        if not last or any(isinstance(stmt, (*_LOOPS, ast.Try)) for stmt in block):
             return []
-        found.append(last[-1])
+        assignment = last[-1]
+        if not _plain_assignment(assignment, calls_only):
+            return []
+        found.append(assignment)
     return found
 
 
-def _plain_assignment(stmt: ast.stmt | None, calls_only: bool) -> bool:
+def _plain_assignment(stmt: ast.AST | None, calls_only: bool) -> TypeGuard[ast.Assign]:
     return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
         and (isinstance(stmt.value, ast.Call) or not calls_only)
 
@@ -125,7 +128,9 @@ def _binding_statement(name: str, ctx: RuleContext, start: ast.stmt | None) -> a
             return None
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
-            index = next((i for i, s in enumerate(block) if s is node), None) if isinstance(block, list) else None
+            if not isinstance(block, list):
+                continue
+            index = next((i for i, s in enumerate(block) if s is node), None)
             if index is None:
                 continue
             for previous in reversed(block[:index]):
@@ -134,7 +139,7 @@ def _binding_statement(name: str, ctx: RuleContext, start: ast.stmt | None) -> a
             if field != "body" and isinstance(parent, (*_LOOPS, ast.Try)) and binds(parent, name):
                 return None  # `else:` / `finally:` after a body that may have rebound it
             break
-        if isinstance(parent, ast.ExceptHandler) and (parent.name == name or binds(ctx.parent(parent), name)):
+        if isinstance(parent, ast.ExceptHandler) and (parent.name == name or binds(ctx.parent(parent) or parent, name)):
             return None  # the `try` body may have rebound it before raising
         if isinstance(parent, _LOOPS) and binds(parent, name):
             return None  # a later statement of the loop (or its target) may have rebound it

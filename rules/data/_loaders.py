@@ -12,6 +12,7 @@ as the loader it returns to a caller that moves its batches (`RuleContext.loader
 from __future__ import annotations
 
 import ast
+import enum
 from dataclasses import dataclass
 
 from perflint.facts.context import RuleContext
@@ -27,11 +28,14 @@ from ._moves import Move, device_move, has_star, keyword, root_name, written_aft
 POSITIONS = {"num_workers": 5, "collate_fn": 6, "pin_memory": 7}
 
 
-class Unknown:
-    """An argument whose value cannot be read (`**kwargs`, a variable)."""
+class Unknown(enum.Enum):
+    """An argument whose value cannot be read (`**kwargs`, a variable). One member, so that
+    `x is UNKNOWN` narrows the type."""
+
+    UNKNOWN = "unknown"
 
 
-UNKNOWN = Unknown()
+UNKNOWN = Unknown.UNKNOWN
 
 
 def loader_batch_move(call: ast.Call, ctx: RuleContext, *, foreign: bool = False) -> tuple[Move, ast.Call] | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from perflint.facts.context import RuleContext
 from perflint.facts.torch_api import classify_device, is_dtype_expr, names_a_device
+from perflint.facts.torch_api import keyword as keyword_value  # the argument, not the `keyword` node
 from perflint.facts.values import Kind
 
 # `t.half()` and friends: the dtype each cast method gives.
@@ -124,12 +125,11 @@ def device_move(call: ast.Call, ctx: RuleContext) -> Move | None:
         return Move(call, receiver, name, '"cuda"', None, nb.value if nb else (args[1] if len(args) > 1 else None),
                     False)
     if name == "cuda":
-        device_arg = args[0] if args else (keyword(call, "device").value if keyword(call, "device") else None)
-        nb = keyword(call, "non_blocking")
-        non_blocking = nb.value if nb else (args[1] if len(args) > 1 else None)
+        device_arg = args[0] if args else keyword_value(call, "device")
+        flag = keyword_value(call, "non_blocking") or (args[1] if len(args) > 1 else None)
         device = '"cuda"' if device_arg is None else _cuda_device_text(device_arg, ctx)
         fixable = not star and keyword(call, "memory_format") is None
-        return Move(call, receiver, name, device, None, non_blocking, fixable)
+        return Move(call, receiver, name, device, None, flag, fixable)
     if name == "type_as":
         if len(args) != 1 or call.keywords:
             return None

@@ -688,13 +688,14 @@ class CreateThenMove(Rule):
         device = keyword(node, "device")
         if device is None or device_target(device.value, ctx) in (None, "cpu"):
             return
-        data = node.args[0]
-        if _literal_data(data):
+        source = node.args[0]
+        if _literal_data(source):
             return
-        value = ctx.value(data)
+        value = ctx.value(source)
         python_data = value.kind in (Kind.PYTHON, Kind.NDARRAY) or (value.kind is Kind.SEQ and _python_rows(value))
-        if python_data or isinstance(data, (ast.List, ast.Tuple, ast.ListComp)) and value.kind is not Kind.TENSOR:
-            if isinstance(data, (ast.List, ast.Tuple)) and any(ctx.value(e).kind is not Kind.PYTHON for e in data.elts):
+        if python_data or isinstance(source, (ast.List, ast.Tuple, ast.ListComp)) and value.kind is not Kind.TENSOR:
+            if isinstance(source, (ast.List, ast.Tuple)) \
+                    and any(ctx.value(e).kind is not Kind.PYTHON for e in source.elts):
                 return  # elements that may be tensors: PFL215's
             ctx.report(node, self.host_data_message, factory=ctx.text(node.func))
 

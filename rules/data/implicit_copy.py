@@ -507,7 +507,8 @@ class ImplicitHostToDeviceCopy(Rule):
                 what += f" (and the written value `{ctx.text(written)}`)"
             how, it = "indexing a device tensor with " + ("them" if len(names) > 1 else "it"), \
                 "them" if len(names) > 1 else "it"
-        else:
+        else:  # only a written value (checked above)
+            assert written is not None
             what, how, it = f"`{ctx.text(written)}` lives", "writing it into a device tensor", "it"
         fix = self._index_fix(node, host, ctx) if host and written is None else None
         ctx.report(node, what=what, how=how, it=it, fix=fix)
@@ -521,7 +522,7 @@ class ImplicitHostToDeviceCopy(Rule):
         return factory is not None and _pfl106_constant(origin, factory, statement, ctx)
 
     @staticmethod
-    def _origin(part: ast.expr, ctx: RuleContext) -> tuple[ast.Call | None, ast.stmt | None]:
+    def _origin(part: ast.expr, ctx: RuleContext) -> tuple[ast.Call | None, ast.Assign | None]:
         """The call that built `part`: itself, or the assignment that reaches it."""
         if isinstance(part, ast.Call):
             return part, None

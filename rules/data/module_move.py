@@ -208,11 +208,11 @@ class ModuleMoveInLoop(Rule):
         receiver, name = method
         if ctx.value(receiver).kind is not Kind.MODULE:
             return
-        fresh = isinstance(receiver, ast.Call)  # `nn.BCEWithLogitsLoss(pos_weight=w).to(device)`
-        if fresh and _stateless(receiver, ctx):
+        # `isinstance(receiver, ast.Call)`: a fresh module, `nn.BCEWithLogitsLoss(pos_weight=w).to(device)`
+        if isinstance(receiver, ast.Call) and _stateless(receiver, ctx):
             return  # `nn.CrossEntropyLoss(reduction=r).cuda()`: nothing to copy
         if _moves_device(node, name, ctx):
-            if fresh:
+            if isinstance(receiver, ast.Call):
                 ctx.report(node, self.built_message, call=f"{ctx.text(receiver.func)}(...).{name}()")
             elif not _swapped(node, receiver, ctx):
                 ctx.report(node, call=f"{ctx.text(receiver)}.{name}()")
@@ -226,6 +226,7 @@ def _swapped(node: ast.Call, receiver: ast.expr, ctx: RuleContext) -> bool:
     if function is None:
         return False
     name, where = ctx.text(receiver), _destination(node, ctx)
+    moved_by = node.func.attr if isinstance(node.func, ast.Attribute) else ""
     for other in ast.walk(function):
         if other is node or not isinstance(other, ast.Call) or not isinstance(other.func, ast.Attribute) \
                 or other.func.attr not in ("to", "cuda", "cpu") or ctx.text(other.func.value) != name:
@@ -233,8 +234,8 @@ def _swapped(node: ast.Call, receiver: ast.expr, ctx: RuleContext) -> bool:
         if other.func.attr == "to" and keyword(other, "device") is None \
                 and (not other.args or is_dtype(other.args[0], ctx)):
             continue  # `vae.to(weight_dtype)`: a cast, not a move
-        if other.func.attr == "cpu" or (other.func.attr == "cuda") != (node.func.attr == "cuda") \
-                or _destination(other, ctx) != where:  # type: ignore[attr-defined]
+        if other.func.attr == "cpu" or (other.func.attr == "cuda") != (moved_by == "cuda") \
+                or _destination(other, ctx) != where:
             return True
     return False
 

@@ -37,6 +37,7 @@ def literal(node: ast.expr | None) -> object:
         and type(node.operand.value) in (int, float)
     ):
         value = node.operand.value
+        assert isinstance(value, (int, float))
         return -value if isinstance(node.op, ast.USub) else value
     return NOT_LITERAL
 

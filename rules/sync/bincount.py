@@ -213,7 +213,7 @@ class Bincount(Rule):
 
 
 def _scatter_fix(node: ast.Call, source: ast.expr, offset: int, ctx: RuleContext):
-    allowed = {"weights": offset, "minlength": offset + 1}
+    allowed: dict[str, int | None] = {"weights": offset, "minlength": offset + 1}
     if offset:
         allowed["input"] = 0
     if not only_parameters(node, allowed):
@@ -284,7 +284,7 @@ def _values_in_range(node: ast.expr, bound: int, ctx: RuleContext, depth: int) -
         return False
     name = ctx.call_name(node)
     method = node.func.attr if name is None and isinstance(node.func, ast.Attribute) else None
-    if method in ("long", "int", "short") and not node.args:
+    if method in ("long", "int", "short") and isinstance(node.func, ast.Attribute) and not node.args:
         return _values_in_range(node.func.value, bound, ctx, depth + 1)
     if name in ("torch.clamp", "torch.clip") or method in ("clamp", "clip"):
         offset = 1 if name else 0
@@ -308,7 +308,7 @@ def _assigned_before(name: str, ctx: RuleContext) -> ast.expr | None:
     in the same block, when that statement is a plain `name = value`."""
     statement = ctx.statement
     block = _block_of(statement, ctx)
-    if block is None:
+    if block is None or statement is None:
         return None
     for stmt in reversed(block[: block.index(statement)]):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \

@@ -278,7 +278,7 @@ class LinalgErrorCheck(Rule):
             source = argument(node, 0, "A") or argument(node, 0, "input")
         if source is not None and not device_input(ctx, source):
             return
-        label = name if name is not None else f"Tensor.{node.func.attr}"  # type: ignore[union-attr]
+        label = name if name is not None else f"Tensor.{node.func.attr}"  # type: ignore[attr-defined]
         if function in _WITH_EX:
             fix = None if _raising_is_the_purpose(node, ctx) else self._fix(node, ctx, function, method, source)
             ctx.report(node, fix=fix, call=f"{label}()", hint=f"; `torch.linalg.{function}_ex` does not")
@@ -313,7 +313,7 @@ class LinalgErrorCheck(Rule):
             edits.append(ctx.replace(node, f"{torch}.linalg.{function}_ex({argument_text(ctx, source)}){suffix}"))
         elif method:  # torch.Tensor.inverse(x): the same arguments
             arguments = ctx.source.text[ctx.offsets(func)[1]:ctx.offsets(node)[1]]
-            edits.append(ctx.replace(node, f"{_torch_of(ctx, func)}.linalg.{function}_ex{arguments}{suffix}"))
+            edits.append(ctx.replace(node, f"{_torch_of(ctx, func)}.linalg.{function}_ex{arguments}{suffix}"))  # type: ignore[arg-type]
         else:
             if isinstance(func, ast.Attribute) and ctx.call_name(node) in ("torch.inverse",):
                 edits.append(ctx.replace(func, f"{ctx.text(func.value)}.linalg.{function}_ex"))

@@ -162,6 +162,8 @@ class RepeatInterleaveWithoutOutputSize(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         name = ctx.call_name(node)
+        source: ast.expr | None
+        repeats: ast.expr | None
         if name == "torch.repeat_interleave":
             if argument(node, 1, "repeats") is None and len(node.args) == 1:
                 source, repeats = None, node.args[0]  # repeat_interleave(repeats)

@@ -302,7 +302,7 @@ class TensorAssert(Rule):
     def _fix(self, node: ast.Assert, ctx: RuleContext):
         test = node.test
         negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-        condition = test.operand if negated else test
+        condition = test.operand if isinstance(test, ast.UnaryOp) and negated else test
         if isinstance(condition, (ast.BoolOp, ast.UnaryOp)) or not ctx.is_tensor(condition):
             return None
         if _failure_is_caught(node, ctx):
@@ -337,7 +337,7 @@ class TensorAssert(Rule):
 def _failure_is_caught(node: ast.stmt, ctx: RuleContext) -> bool:
     """The assert sits in the body of a `try` whose handler catches `AssertionError` (or
     everything): the failure is part of the control flow, not an invariant."""
-    child, current = node, ctx.parent(node)
+    child, current = node, ctx.parent(node)  # type: tuple[ast.AST, ast.AST | None]
     while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if isinstance(current, ast.Try) and any(child is stmt for stmt in current.body):
             for handler in current.handlers:

@@ -228,8 +228,9 @@ class TensorFromTensorList(Rule):
             assert elem is not None
             zero_dim = elem.zero_dim
         func = node.func
+        imports: list[str] = []
         if isinstance(func, ast.Attribute):
-            prefix, imports = ctx.text(func.value), []
+            prefix = ctx.text(func.value)
         else:
             prefix, imports = torch_prefix(ctx)
         text = f"{prefix}.stack({ctx.text(data)}).detach()" + ("" if zero_dim else ".flatten()")
