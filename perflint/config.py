@@ -33,6 +33,9 @@ DEFAULT_EXCLUDE = (
     ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache", ".perflint_cache",
     ".svn", ".tox", ".venv", ".vscode", "__pypackages__", "_build", "buck-out", "build", "dist",
     "node_modules", "site-packages", "venv", "__pycache__",
+    # Run-output directories: training scripts copy their sources into them as a record of
+    # the run (Pointnet2's `shutil.copy('models/x.py', 'log/...')`); those copies never run.
+    "log", "logs", "lightning_logs", "mlruns",
 )
 
 _LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")

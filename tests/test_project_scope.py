@@ -237,3 +237,21 @@ def test_the_call_chain_says_why_a_helper_in_another_file_runs_every_step(tmp_pa
     assert "-> matching.py:6 calls `layers.nonzero_tuple`" in full.output
     as_json = json.loads(runner.invoke(main, ["check", "--no-cache", "--output-format", "json", "layers.py"]).output)
     assert as_json[0]["hot_path"] == expected
+
+
+def test_sources_copied_into_run_output_directories_are_not_read(tmp_path, monkeypatch):
+    # Pointnet2-style: the training script copies its model files into log/<run>/ as a
+    # record; those copies never run, so their forward is not per-step code.
+    model = """\
+    import torch
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return x[torch.arange(2)].sum().item()
+    """
+    root = _project(tmp_path, {"models/net.py": model, "log/run1/net.py": model, "logs/run2/net.py": model,
+                               "experiments/net.py": model})
+    monkeypatch.chdir(root)
+    found = {path for path, _row, _code in _findings(["."])}
+    assert found == {"models/net.py", "experiments/net.py"}
+    # named explicitly, a copy is still checked (as ruff does without --force-exclude)
+    assert {path for path, _row, _code in _findings(["log/run1/net.py"])} == {"log/run1/net.py"}
