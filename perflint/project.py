@@ -82,7 +82,9 @@ def _package_of(directory: str, packages: dict[str, tuple[tuple[str, ...], str]]
     if known is not None:
         return known
     parent, name = os.path.split(directory)
-    if parent != directory and os.path.isfile(os.path.join(directory, "__init__.py")):
+    # a directory whose name is no identifier (`fast-autoaugment/`, a clone with an
+    # `__init__.py` at its top) cannot be imported as a package: it is the import root
+    if parent != directory and name.isidentifier() and os.path.isfile(os.path.join(directory, "__init__.py")):
         outer, root = _package_of(parent, packages)
         known = (outer + (name,), root)
     else:

@@ -581,6 +581,8 @@ def _is_all_check(node: ast.expr) -> bool:
 def _is_nan_check(node: ast.expr) -> bool:
     if isinstance(node, ast.BoolOp):
         return all(_is_nan_check(v) for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # `x.isnan().any() | x.isinf().any()`
+        return _is_nan_check(node.left) and _is_nan_check(node.right)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = node.operand
         name = _call_name(inner)

@@ -62,6 +62,10 @@ CONFLICT = "?"
 ON_ACCELERATOR = "g"  # call signatures only: a tensor known to be on the accelerator
 NOTHING = "-"
 PYTHON_CODE = "p"  # a Python value (a number, a string): a keyword argument, or an item of a returned tuple
+NDARRAY_CODE = "n"  # a numpy array a function returns (`return t.cpu().numpy()`)
+# ... which, in the caller, may be the batch's data (preprocessed frames) as well as arrays
+# the function computed: not reported as host data made every step (PFL101)
+_RETURNED_ARRAY = Value(Kind.NDARRAY, data=True)
 # In a call signature, the keyword entry for a `**mapping` at the call; in
 # `FunctionInfo.arg_values`, the prefix of the key of what a `**kwargs` parameter holds
 SPREAD = "**"
@@ -361,10 +365,16 @@ def code_of(value: Value, owner: FunctionInfo | None = None, depth: int = 0) -> 
         # keeps a module by its name (calling it runs the model) and its class (its methods)
         ref = value.ref or ""
         return ref if ref.startswith(PROJECT_CLASS) else NOTHING
+    if kind is Kind.PYTHON and owner is not None and value.elem is not None and depth < _MAX_DEPTH:
+        inner = code_of(value.elem, owner, depth + 1)  # a dict whose values are known: `{"rois": array}`
+        if inner == NDARRAY_CODE:
+            return "{" + inner + "}"
     if kind is Kind.PYTHON and owner is not None and depth > 0:
         # `return loss.item(), acc`: numbers, whatever the caller names them (in a tuple only:
         # a plain number returned made the fixpoint analyze 7% more of transformers again)
         return PYTHON_CODE
+    if kind is Kind.NDARRAY and owner is not None:
+        return NDARRAY_CODE  # host data: `.tolist()` of it, or of its rows, copies nothing
     if kind is Kind.OBJECT and value.ref and value.ref.isidentifier():
         return LOCAL_CLASS + value.ref  # an instance of a class of this file (not a module)
     if kind is Kind.SEQ and owner is not None and depth < _MAX_DEPTH:
@@ -399,9 +409,9 @@ def split_codes(text: str) -> list[str]:
     """`t,(t,b),-` -> ["t", "(t,b)", "-"]: the top-level codes of a list."""
     out, depth, start = [], 0, 0
     for i, char in enumerate(text):
-        if char in "([":
+        if char in "([{":
             depth += 1
-        elif char in ")]":
+        elif char in ")]}":
             depth -= 1
         elif char == "," and depth == 0:
             out.append(text[start:i])
@@ -442,6 +452,10 @@ class Decoder:
             return Value(Kind.BATCH, device="accel")
         if code == PYTHON_CODE:
             return PYTHON
+        if code == NDARRAY_CODE:
+            return _RETURNED_ARRAY
+        if head == "{" and code.endswith("}"):
+            return Value(Kind.PYTHON, elem=self.value(code[1:-1], passed))
         if head == "L" and len(code) == 4:
             return loader_value(code[1:], self.loaders, param, returned)
         if head == PROJECT_CLASS and len(code) > 1:
@@ -496,6 +510,9 @@ def join_codes(a: str, b: str) -> str:
             return "(" + ",".join(join_codes(x, y) for x, y in zip(left, right)) + ")"
     if a[0] == b[0] == "[" and a[-1] == b[-1] == "]":
         return "[" + join_codes(a[1:-1], b[1:-1]) + "]"
+    if a[0] == b[0] == "{" and a[-1] == b[-1] == "}":
+        inner = join_codes(a[1:-1], b[1:-1])
+        return "{" + inner + "}" if inner != CONFLICT else CONFLICT
     return CONFLICT
 
 

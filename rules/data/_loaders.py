@@ -55,14 +55,17 @@ def loader_batch_move(call: ast.Call, ctx: RuleContext, *, foreign: bool = False
 def fed_loaders(call: ast.Call, ctx: RuleContext) -> list[ast.Call]:
     """The DataLoader calls of this file whose batches `call` moves to a device every step:
     the loader of the batch it moves, the loaders it hands to a function of another file
-    that moves their batches every step, or to accelerate's `prepare()`."""
+    that moves their batches every step, or to accelerate's `prepare()`. Not those whose
+    dataset already returns device tensors (`device_dataset`): moving them again is free."""
     prepared = accelerate_prepared(call, ctx)
     if prepared is not None:  # `accelerator.prepare(loader)` (none when it moves nothing to a GPU)
-        return prepared.loaders
-    found = loader_batch_move(call, ctx)
-    loaders = [found[1]] if found is not None else []
-    loaders += [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
-    return loaders + [twin for loader in loaders for twin in _twins(loader, ctx) if twin not in loaders]
+        loaders = prepared.loaders
+    else:
+        found = loader_batch_move(call, ctx)
+        loaders = [found[1]] if found is not None else []
+        loaders += [loader for loader in ctx.loaders_fed_by(call) if loader not in loaders]
+        loaders += [twin for loader in loaders for twin in _twins(loader, ctx) if twin not in loaders]
+    return [loader for loader in loaders if not device_dataset(loader, ctx)]
 
 
 def _twins(loader: ast.Call, ctx: RuleContext) -> list[ast.Call]:
@@ -251,6 +254,38 @@ def in_memory_dataset(loader: ast.Call, ctx: RuleContext) -> bool:
     if dataset is None or made_elsewhere(loader):
         return False
     return _holds_rows(dataset, _enclosing_scope(loader, ctx), ctx, depth=0)
+
+
+def device_dataset(loader: ast.Call, ctx: RuleContext) -> bool:
+    """`DataLoader(ds)` whose dataset, a class of this file, returns items it moved to a
+    device (`def __getitem__(...): return seq.cuda()`, as lucidrains' training scripts do):
+    the batches are on the GPU already, and neither pinning (it fails on CUDA tensors) nor
+    worker processes (CUDA in a forked worker fails) apply."""
+    dataset = _dataset_argument(loader)
+    if dataset is None or made_elsewhere(loader):
+        return False
+    for name in _constructed_classes(dataset, _enclosing_scope(loader, ctx), depth=0):
+        cls = ctx.analysis.classes.get(name)
+        for owner in (cls, *cls.local_bases) if cls is not None else ():
+            getitem = owner.methods.get("__getitem__")
+            if getitem is not None:
+                result = getitem.result
+                items = result.items or () if result.kind is Kind.SEQ else (result,)
+                if any(item.on_accel for item in items):
+                    return True
+                break
+    return False
+
+
+def _constructed_classes(expr: ast.expr, scope: ast.AST | None, depth: int) -> list[str]:
+    """The names of the classes `expr` is an instance of: `Dataset(...)`, or a name bound to one."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        return [expr.func.id]
+    if isinstance(expr, ast.Name) and scope is not None and depth < 3:
+        return [name for node in ast.walk(scope) if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
+                for name in _constructed_classes(node.value, scope, depth + 1)]
+    return []
 
 
 def _dataset_argument(loader: ast.Call) -> ast.expr | None:

@@ -311,6 +311,28 @@ class DataLoaderWithoutPinMemory(Rule):
             """,
             note="DGL graphs: the loader's pinning skips them (a graph has no `pin_memory()`)",
         ),
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+            class TextSampler(Dataset):
+                def __init__(self, data, seq_len):
+                    self.data, self.seq_len = data, seq_len
+
+                def __getitem__(self, index):
+                    start = torch.randint(0, self.data.size(0) - self.seq_len, (1,))
+                    return self.data[start: start + self.seq_len].long().cuda()
+
+                def __len__(self):
+                    return self.data.size(0) // self.seq_len
+
+            train_set = TextSampler(data, 1024)
+            for batch in DataLoader(train_set, batch_size=4):
+                loss = model(batch.cuda())
+            """,
+            note="a dataset that returns device tensors: its batches are on the GPU already",
+        ),
     ]
     benchmark = Benchmark(
         setup="""

@@ -5,6 +5,7 @@ import copy
 
 from perflint.facts.context import RuleContext
 from perflint.facts.shapes import is_scalar_literal, is_simple_reference, mask_has_shape_of, same_expression
+from perflint.facts.values import Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
@@ -22,14 +23,23 @@ def mask_in_index(index: ast.expr, ctx: RuleContext) -> ast.expr | None:
     return None
 
 
+def _other_index_tensor(index: ast.expr, mask: ast.expr, ctx: RuleContext) -> bool:
+    """`x[rows, mask]`: an index tensor beside the mask, which keeps a write of a Python
+    number from becoming `masked_fill_` (PyTorch's `canDispatchToMaskedFill` takes one mask)."""
+    return isinstance(index, ast.Tuple) and any(
+        part is not mask and not isinstance(part, ast.Slice) and ctx.value(part).kind is Kind.TENSOR
+        and not ctx.value(part).zero_dim for part in index.elts)
+
+
 class BooleanMaskIndexing(Rule):
     """## What it does
     Checks for indexing a tensor with a boolean mask in code that runs every step: reads
     (`x[mask]`, `x[:, mask]`), in-place updates (`x[mask] += v`) and writes of a tensor value
     (`x[mask] = y[mask]`, `x[mask] = t`).
 
-    Writing a Python number (`x[mask] = 0.0`) is not reported: PyTorch turns it into
-    `masked_fill_`, which does not sync.
+    Writing a Python number (`x[mask] = 0.0`, `x[:, mask] = 0.0`) is not reported: PyTorch
+    turns it into `masked_fill_`, which does not sync. With another index tensor beside the
+    mask (`x[rows, mask] = 1`) it cannot, and the mask goes through `nonzero()`: reported.
 
     ## Why is this bad?
     A boolean index is converted to integer indices with `mask.nonzero()`: the result size
@@ -201,6 +211,20 @@ class BooleanMaskIndexing(Rule):
             """,
             note="masked reductions keep shapes static; a count read by `if` keeps its sync (no fix)",
         ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                cost = model(x.cuda())
+                matching = torch.zeros_like(cost)
+                multiple = matching.sum(0) > 1
+                _, best = torch.min(cost[:, multiple], dim=0)
+                matching[best, multiple] = 1
+            """,
+            count=2,
+            note="a Python number written through a mask beside an index tensor (YOLOX's SimOTA)",
+        ),
     ]
     valid = [
         Valid(
@@ -233,6 +257,18 @@ class BooleanMaskIndexing(Rule):
                 z = x[idx]
             """,
             note="integer index tensors gather without a sync",
+        ),
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                scores = model(x.cuda())
+                multiple = scores.sum(0) > 1
+                scores[:, multiple] = 0
+                scores[0, multiple] = 1
+            """,
+            note="a Python number written through one mask, beside slices and ints: `masked_fill_`",
         ),
     ]
     benchmark = Benchmark(
@@ -464,6 +500,9 @@ class BooleanMaskIndexing(Rule):
             if ctx.is_tensor(node.value):
                 fix = self._write_fix(node, target, mask, ctx) if len(node.targets) == 1 else None
                 ctx.report(target, "writing a tensor through a boolean mask calls `nonzero()` and waits for the GPU every step", fix=fix)
+            elif _other_index_tensor(target.slice, mask, ctx):
+                ctx.report(target, "writing through a boolean mask beside another index tensor calls `nonzero()` "
+                                   "and waits for the GPU every step (only a mask alone becomes `masked_fill_`)")
 
     def _write_fix(self, node: ast.Assign, target: ast.Subscript, mask: ast.expr, ctx: RuleContext):
         """`x[m] = v` (0-dim v) and `x[m] = y[m]` -> `x.copy_(torch.where(m, ..., x))`."""

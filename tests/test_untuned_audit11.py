@@ -1,0 +1,142 @@
+"""Findings from reading code nobody had tuned on (rotation Y: fast-autoaugment, ResNeSt,
+T2T-ViT, YOLOX, x-transformers, Pointnet2, FairMOT, glow-tts...), each with its twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perflint.api import check_paths
+from perflint.config import SettingsResolver
+
+from project_files import write_project
+
+_LOADERS = """
+    import torch
+
+    def get_loader(ds):
+        return torch.utils.data.DataLoader(ds, batch_size=64, num_workers=8, pin_memory=True)
+"""
+_TRAIN = """
+    import torch
+    from pkg.data import get_loader
+
+    def main(ds, model, opt):
+        for x, y in get_loader(ds):
+            x, y = x.cuda(), y.cuda()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward(); opt.step(); opt.zero_grad()
+"""
+
+
+def _findings(root: Path) -> set[tuple[str, int, str]]:
+    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    return {(Path(d.path).name, d.location.row, d.code) for d in report.diagnostics}
+
+
+@pytest.mark.parametrize("clone", ["fast-autoaugment", "fast_autoaugment"])
+def test_a_clone_with_an_init_at_its_top_still_imports_its_packages(tmp_path, clone):
+    """fast-autoaugment has an `__init__.py` at its top. Its directory (a clone, named with a
+    dash) cannot be a package, so `from pkg.data import ...` is imported from there and the
+    loader's pinning is known in the loop. Named as an identifier, the clone may be a package
+    (imported from its parent), and the absolute import does not name it: not followed."""
+    root = tmp_path / clone
+    write_project(root, {"pyproject.toml": "", "__init__.py": "", "pkg/__init__.py": "",
+                         "pkg/data.py": _LOADERS, "pkg/train.py": _TRAIN})
+    found = _findings(root)
+    pinned = {("train.py", 6, "PFL105")}
+    if clone == "fast-autoaugment":
+        assert pinned <= found
+    else:
+        assert not pinned & found
+
+
+_SAMPLER = """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class TextSampler(Dataset):
+        def __getitem__(self, index):
+            seq = self.data[index: index + 128].long()
+            return {returned}
+
+        def __len__(self):
+            return len(self.data) // 128
+
+    def train(model, optimizer, data):
+        loader = DataLoader(TextSampler(data), batch_size=4)
+        for batch in loader:
+            model(batch.to("cuda")).backward()
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("returned, reported", [("seq.cuda()", False), ("(seq.cuda(), seq.cuda())", False),
+                                                ("seq", True), ("(seq, seq)", True)])
+def test_a_dataset_that_returns_device_tensors_needs_no_pinning_nor_workers(tmp_path, returned, reported):
+    """x-transformers' enwik8 sampler moves each item to the GPU in `__getitem__`: pinning
+    fails on CUDA tensors and a forked worker cannot use CUDA. Returning host tensors, the
+    same loader is reported."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "train.py": _SAMPLER.format(returned=returned)})
+    codes = {code for _name, _row, code in _findings(root)}
+    assert ({"PFL103", "PFL104"} <= codes) is reported
+    assert bool({"PFL103", "PFL104"} & codes) is reported
+
+
+_DECODER = """
+    import torch
+
+    class Decoder(torch.nn.Module):
+        def forward(self, x):
+            for layer_id, layer in enumerate(self.layers):
+                x = layer(x)
+                if {test}:
+                    num_nan = x.isnan().sum().item()
+                    print(f"layer {{layer_id}}: {{num_nan}} NaNs")
+            return x
+"""
+
+
+@pytest.mark.parametrize("test, reported", [("x.isnan().any() | x.isinf().any()", False),
+                                            ("x.isnan().any() or x.isinf().any()", False),
+                                            ("x.isnan().any() | (x > 1).any()", True)])
+def test_a_branch_that_reports_nan_or_inf_is_not_per_step(tmp_path, test, reported):
+    """GroundingDINO's decoder counts NaNs only once its output is broken: the `if` syncs
+    every step, its body does not. Or-ed with a test of healthy data, the body runs."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "decoder.py": _DECODER.format(test=test)})
+    found = {(row, code) for _name, row, code in _findings(root)}
+    assert (7, "PFL206") in found
+    assert ((8, "PFL201") in found) is reported
+
+
+_POSTPROCESS = """
+    def postprocess(out):
+        return [{{"rois": o{conversion}}} for o in out]
+"""
+_EVALUATE = """
+    import torch
+    from helpers import postprocess
+
+    def evaluate(model, images):
+        results = []
+        for x in images:
+            preds = postprocess(model(x.cuda()))[0]
+            rois = preds["rois"]
+            for i in range(rois.shape[0]):
+                results.append(rois[i, :].tolist())
+        return results
+"""
+
+
+@pytest.mark.parametrize("conversion, reported", [(".cpu().numpy()", False), ("", True)])
+def test_numpy_arrays_another_module_returns_in_dicts_are_host_data(tmp_path, conversion, reported):
+    """EfficientDet's `postprocess` returns `{"rois": boxes.cpu().numpy(), ...}` per image:
+    `.tolist()` of a row, in the evaluation loop of another file, copies nothing. Returning
+    the tensors themselves, it does."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "helpers.py": _POSTPROCESS.format(conversion=conversion),
+                         "evaluate.py": _EVALUATE})
+    assert (("evaluate.py", 10, "PFL202") in _findings(root)) is reported
