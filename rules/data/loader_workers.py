@@ -224,20 +224,15 @@ class DataLoaderWithoutWorkers(Rule):
             import torch
             from torch.utils.data import DataLoader, Dataset
 
-            class TextSampler(Dataset):
-                def __init__(self, data, seq_len):
-                    self.data, self.seq_len = data, seq_len
+            device = torch.device("cuda")
 
+            class Pairs(Dataset):
                 def __getitem__(self, index):
-                    start = torch.randint(0, self.data.size(0) - self.seq_len, (1,))
-                    return self.data[start: start + self.seq_len].long().cuda()
+                    x, y = self.inputs[index], self.targets[index]
+                    return x.to(device), y.to(device)
 
-                def __len__(self):
-                    return self.data.size(0) // self.seq_len
-
-            train_set = TextSampler(data, 1024)
-            for batch in DataLoader(train_set, batch_size=4):
-                loss = model(batch.cuda())
+            for x, y in DataLoader(Pairs(), batch_size=32, shuffle=True):
+                loss = criterion(model(x.to(device)), y.to(device))
             """,
             note="a dataset that returns device tensors (CUDA fails in a forked worker)",
         ),
