@@ -140,3 +140,56 @@ def test_numpy_arrays_another_module_returns_in_dicts_are_host_data(tmp_path, co
     write_project(root, {"pyproject.toml": "", "helpers.py": _POSTPROCESS.format(conversion=conversion),
                          "evaluate.py": _EVALUATE})
     assert (("evaluate.py", 10, "PFL202") in _findings(root)) is reported
+
+
+_NEXT = """
+    import torch
+
+    model = torch.nn.Linear(16, 2).cuda()
+    opt = torch.optim.Adam(model.parameters())
+
+    def cycle(n):
+        table = torch.arange(n).float().cuda()
+        while True:
+            seq = torch.randint(0, 2, (32, n)).float().cuda()
+            yield seq * table, (seq.sum(-1) % 2).long()
+
+    batches = cycle(16)
+    {loop}
+"""
+
+
+@pytest.mark.parametrize("loop, reported", [
+    ("for i in range(1000):\n        x, y = next(batches)\n"
+     "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        loss.backward(); opt.step()", True),
+    ("x, y = next(batches)\n    print(model(x).shape)", False),
+])
+def test_a_generator_advanced_with_next_every_step_runs_its_loop_every_step(tmp_path, loop, reported):
+    """x-transformers' `train_parity.py`: `dl = cycle()` before the training loop, `next(dl)`
+    in it. The generator's `while True:` loop runs once per `next()`; what comes before it
+    runs once. Advanced once, before any loop, the generator runs nothing every step."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "train.py": _NEXT.format(loop=loop)})
+    found = {(row, code) for _name, row, code in _findings(root)}
+    assert ((9, "PFL101") in found) is reported
+    assert (7, "PFL101") not in found
+
+
+_POSTPROCESSOR = """
+    import torch
+
+    class Masker{base}:
+        def forward_single_image(self, masks, boxes):
+            scale = torch.ones(len(boxes)).cuda()
+            return [m * s for m, s in zip(masks, scale)]
+"""
+
+
+@pytest.mark.parametrize("base, reported", [("", False), ("(object)", False), ("(torch.nn.Module)", True)])
+def test_forward_named_methods_of_a_class_with_no_base_are_not_per_step_by_name(tmp_path, base, reported):
+    """maskrcnn-benchmark's `Masker.forward_single_image`, a post-processing helper of a plain
+    class, is not a model's forward: per step only through a hot caller. A module's
+    `forward_single_image` is one by its name."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "masker.py": _POSTPROCESSOR.format(base=base)})
+    assert bool(_findings(root)) is reported

@@ -8,6 +8,8 @@ Training frameworks call user code that no call in the file names:
   (see `hot_regions.class_hook_kinds`) run every step, with what the call passes;
 - handlers registered with an ignite `Engine`: `Engine(train_step)` runs `train_step` every
   iteration, and so does `engine.add_event_handler(Events.ITERATION_COMPLETED, log)`;
+- a generator advanced with `next()` in hot code: `batches = cycle(seq_len)` before the loop,
+  `x, y = next(batches)` in it runs the generator's body up to its next `yield`;
 - a method of an object held in an attribute named after its class, in another project file:
   `runner.message_hub.update_scalar(...)` calls `MessageHub.update_scalar`, found by the
   project pass in a module named `message_hub` (see `project_calls.by_attribute_name`).
@@ -57,7 +59,25 @@ class DispatchInterpreter(CallInterpreter):
                         kwargs: dict[str | None, Value]) -> Value:
         if self.mode == SUMMARY and qualname in IGNITE_ENGINES and node.args:
             self._register(node.args[0], "ignite `Engine` runs `{}` every iteration")  # Engine(train_step)
+        if qualname == "builtins.next" and self.hot and not self.silent and self.mode != SUMMARY and node.args:
+            generator = self._generator_of(node.args[0])
+            if generator is not None and generator.advanced_by_next is None:
+                step = (node.lineno, f"advances `{generator.display_name}` with `next()`")
+                generator.advanced_by_next = (self.hot_origin[0] + (step,), self.hot_origin[1])
         return super()._qualified_call(qualname, node, args, kwargs)
+
+    def _generator_of(self, name: ast.expr) -> FunctionInfo | None:
+        """The generator function of this file whose generator `name` holds: bound in this
+        function (or at module level) by `name = gen(...)`, with no other binding."""
+        if not isinstance(name, ast.Name):
+            return None
+        scope = self.func.node
+        bound = [node.value for node in ast.walk(scope) if isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)]
+        if len(bound) != 1 or not isinstance(bound[0], ast.Call) or not isinstance(bound[0].func, ast.Name):
+            return None
+        target = self._local_function(bound[0].func.id)
+        return target if target is not None and (target.yields is not None or target.yields_from is not None) else None
 
     def _call(self, node: ast.Call, callee: Value, args: list[Value], kwargs: dict[str | None, Value]) -> Value:
         if isinstance(node.func, ast.Call):

@@ -72,7 +72,10 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
         if hook is not None:
             framework, unit = hook
             return f"{framework} `{cls.name}.{name}` runs every {unit}"
-        forward = name == "forward" or name.startswith("forward_")
+        # `forward_train`, `forward_features` of a module; not `Masker.forward_single_image` of
+        # a class with no base at all (maskrcnn-benchmark's post-processing helper)
+        plain = not cls.base_names or cls.base_names == ["object"]
+        forward = name == "forward" or (name.startswith("forward_") and not plain)
         if (name in HOT_METHODS or forward) and (cls.is_module or imports_torch) \
                 and not (forward and func.loops_steps):
             # (a trainer module whose `forward()` runs the training loop is not one step: its

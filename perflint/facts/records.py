@@ -96,6 +96,9 @@ class FunctionInfo:
     # A framework calls it every iteration, as this file registers it: "ignite `Engine`
     # runs `train_step` every iteration" (see `dispatch`)
     registered_hot: str = ""
+    # A generator that hot code advances with `next()` (see `dispatch`): the chain to that
+    # call. The loop that yields runs every step, not what comes before it.
+    advanced_by_next: tuple[HotChain, str | None] | None = None
     local_calls: int = 0  # calls in this file (summary pass)
     foreign_callers: bool = False  # other files call it every step (the project pass)
     opaque_calls: bool = False  # one of them passes `*args` / `**kwargs`

@@ -49,6 +49,18 @@ def contains_comprehension(root: ast.AST) -> bool:
     return False
 
 
+def contains_yield(body: list[ast.stmt]) -> bool:
+    """Does the block yield (not in a function or class it defines)?"""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def decorator_name(node: ast.expr) -> str:
     if isinstance(node, ast.Call):
         node = node.func

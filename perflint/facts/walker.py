@@ -55,7 +55,7 @@ from .hotness import (
 from .throttling import is_throttled_test, skips_unless_throttled
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
 from .summaries import function_key, made_elsewhere
-from .syntax import dotted, pattern_names
+from .syntax import contains_yield, dotted, pattern_names
 from .torch_api import classify_device
 from .values import (
     CHECKED_NDARRAY,
@@ -375,10 +375,15 @@ class Walker(DispatchInterpreter):
         # The pre-walk filled the markers in.
         loop_hot = is_step_loop(info) and not few \
             and not in_test_or_data_pipeline(self.func, self.file.is_test)
-        info.root_hot = loop_hot and not hot_before
-        self.hot = hot_before or loop_hot
+        # `while True: ... yield batch` in a generator hot code advances with `next()`
+        advanced = self.func.advanced_by_next if not loop_hot and contains_yield(body) else None
+        info.root_hot = (loop_hot or advanced is not None) and not hot_before
+        self.hot = hot_before or loop_hot or advanced is not None
         origin_before = self.hot_origin
-        if info.root_hot:
+        if info.root_hot and advanced is not None:
+            step = (getattr(node, "lineno", 1), "the loop that yields each `next()`")
+            self.hot_origin = (advanced[0] + (step,), advanced[1])
+        elif info.root_hot:
             self.hot_origin = (((getattr(node, "lineno", 1), self._loop_description(info)),), None)
         self.env = dict(before)
         self.loops.append(info)
