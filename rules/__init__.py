@@ -49,6 +49,7 @@ from .sync.empty_cache import EmptyCacheInLoop
 from .sync.distribution_validation import DistributionValidation
 from .sync.grad_scaler import GradScalerStepSync
 from .sync.tracker_logging import TensorLoggedToTracker
+from .sync.index_scalar_write import ScalarWriteThroughIndex
 
 RULES = [
     CannotAnalyze,
@@ -94,5 +95,6 @@ RULES = [
     DistributionValidation,
     GradScalerStepSync,
     TensorLoggedToTracker,
+    ScalarWriteThroughIndex,
     RuntimeSync,
 ]

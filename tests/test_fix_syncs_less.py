@@ -72,6 +72,7 @@ HARNESS: dict[tuple[str, int], tuple[str, str]] = {
     ("PFL227", 1): ("", "p = Policy()\np.head = torch.nn.Identity()\np(torch.randn(4, 3, device=device))"),
     ("PFL227", 2): ("", "p = Policy()\np.head = torch.nn.Identity()\n"
                         "p(torch.randn(4, 3, device=device)).log_prob(torch.zeros(4, dtype=torch.long, device=device))"),
+    ("PFL232", 0): ("", ""),
 }
 
 

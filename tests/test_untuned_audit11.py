@@ -193,3 +193,50 @@ def test_forward_named_methods_of_a_class_with_no_base_are_not_per_step_by_name(
     root = tmp_path / "proj"
     write_project(root, {"pyproject.toml": "", "masker.py": _POSTPROCESSOR.format(base=base)})
     assert bool(_findings(root)) is reported
+
+
+_RECUDA = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    def main(model, ds):
+        loader = DataLoader(ds, batch_size=32, num_workers=2, pin_memory=True)
+        for x, y in loader:
+            y = y.cuda(non_blocking=True)
+            x = {second}
+            torch.nn.functional.cross_entropy(model(x), y.cuda()).backward()
+"""
+
+
+@pytest.mark.parametrize("second, reported", [("x.cuda(non_blocking=True)", set()), ("x.cuda()", {(8, "PFL105")})])
+def test_moving_a_batch_already_on_the_device_again_is_no_copy(tmp_path, second, reported):
+    """pytorch_resnet_cifar10's `target.cuda()` two lines after `target = target.cuda(...)`:
+    a no-op, not a blocking copy of a pinned batch. The first move of a batch still is."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "train.py": _RECUDA.format(second=second)})
+    assert {(row, code) for _name, row, code in _findings(root) if code == "PFL105"} == reported
+
+
+_DEFINE_LOSS = """
+    import torch
+    from torch import nn
+
+    def {name}(device):
+        criterion = nn.MSELoss(reduction="none")
+        return criterion.to(device).forward(torch.ones(2, device=device), torch.zeros(2, device=device).cuda())
+
+    def main(model, device):
+        criterion = {name}(device)
+        for _ in range(100):
+            x = torch.randn(4, 8, device=device)
+            model(x).sum().backward()
+"""
+
+
+@pytest.mark.parametrize("name, reported", [("define_loss", False), ("build_loss", False), ("masked_loss", True)])
+def test_a_function_that_defines_the_loss_is_not_a_loss_by_its_name(tmp_path, name, reported):
+    """SRGAN's `define_loss()` builds the criterions once, before training; a function that
+    computes a loss (`masked_loss`) is per-step by its name."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "train.py": _DEFINE_LOSS.format(name=name)})
+    assert bool(_findings(root)) is reported

@@ -46,7 +46,7 @@ _SCHEDULER_NAME = re.compile(r"sched|lr_|warmup")
 
 # `create_loss`, `build_criterion`, `resolve_classification_loss`: they make a loss, once.
 _FACTORY_PREFIX = re.compile(r"^_*(?:create|build|make|get|resolve|init|setup|load|register|parse|"
-                             r"configure|select|choose|new)_")
+                             r"configure|select|choose|new|define|construct|instantiate)_")
 
 
 _TEST_FILE = re.compile(r"(?:^|[/\\])(?:test_[^/\\]*|[^/\\]*_test|conftest)\.py$")

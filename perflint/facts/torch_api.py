@@ -367,6 +367,9 @@ def _torch_top_level(name: str, call: ast.Call, args: list[Value], resolve) -> V
         dtype = "bool"
     elif name in _INT_FUNCS:
         dtype = "int"
+    elif dtype is None and name == "arange" and not any(
+            isinstance(a, ast.Constant) and isinstance(a.value, float) for a in call.args):
+        dtype = "int"  # `torch.arange(len(x))`: integers (a float bound makes floats; as an index, an error)
     elif dtype is None and name.endswith("_like") and args and args[0].kind is Kind.TENSOR:
         if name in ("zeros_like", "ones_like", "empty_like", "full_like"):
             dtype = args[0].dtype

@@ -47,6 +47,8 @@ def loader_batch_move(call: ast.Call, ctx: RuleContext, *, foreign: bool = False
     value = ctx.value(move.receiver)
     if value.kind is not Kind.BATCH or not isinstance(value.origin, ast.Call):
         return None
+    if value.on_accel:
+        return None  # `y = y.cuda(non_blocking=True)` ... `y.cuda()`: already there, no copy
     if made_elsewhere(value.origin) and not foreign:
         return None
     return move, value.origin

@@ -192,6 +192,8 @@ class ImplicitHostToDeviceCopy(Rule):
     family = "data"
     fix_availability = FixAvailability.SOMETIMES
     triggers = (b"[", b".to(", b".cuda(")
+    # an index made on the device that a Python number is then written through
+    fix_reveals = ("PFL232",)
     invalid = [
         Invalid(
             """
