@@ -11,7 +11,7 @@ from perflint.types import Applicability, FixAvailability
 
 from ._constants import DATA_FACTORIES, constant_call, trivial
 from ._host_built import host_built, reaching_assignment, scope_walk, written_host_built_only
-from ._moves import has_star, keyword, written_after
+from ._moves import device_move, has_star, keyword, written_after
 
 # What `device=` does to a host index built by these factories, when the index is used only
 # to index the tensor whose device it takes (see "Fix safety").
@@ -388,6 +388,22 @@ class ImplicitHostToDeviceCopy(Rule):
             """,
             note="built from factories on both branches of an `if`, then moved",
         ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class Blur(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.kernel = torch.ones(1, 1, 3, 3) / 9
+
+                def forward(self, x):
+                    return F.conv2d(x, self.kernel.to(x.device), padding=1)
+            """,
+            count=1,
+            note="a host tensor kept as a plain attribute, not a buffer (SRGAN's image-quality kernels)",
+        ),
     ]
     valid = [
         Valid(
@@ -475,6 +491,25 @@ class ImplicitHostToDeviceCopy(Rule):
             """,
             note="a host buffer filled with the batch: its values have to cross anyway",
         ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            class Blur(torch.nn.Module):
+                def __init__(self, device):
+                    super().__init__()
+                    self.register_buffer("kernel", torch.ones(1, 1, 3, 3) / 9)
+                    self.weight = torch.ones(1, 1, 3, 3, device=device)
+                    self.cache = torch.zeros(4)
+
+                def forward(self, x):
+                    self.cache = x.mean(0)
+                    y = F.conv2d(x, self.kernel.to(x.device), padding=1)
+                    return F.conv2d(y, self.weight.to(x.device), padding=1) + self.cache.to(x.device)
+            """,
+            note="a registered buffer, an attribute made on the device, one assigned again every step",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -514,6 +549,40 @@ class ImplicitHostToDeviceCopy(Rule):
             what, how, it = f"`{ctx.text(written)}` lives", "writing it into a device tensor", "it"
         fix = self._index_fix(node, host, ctx) if host and written is None else None
         ctx.report(node, what=what, how=how, it=it, fix=fix)
+
+    @staticmethod
+    def _host_attribute(node: ast.Call, receiver: ast.Attribute, method: str, ctx: RuleContext) -> None:
+        """`self.kernel.cuda()` in `forward`, with `self.kernel = torch.ones(1, 1, 3, 3)` the one
+        assignment, in `__init__`: a plain attribute, which moving the module leaves on the host."""
+        func, attr = ctx.function_node, receiver.attr
+        cls = ctx.parent(func) if func is not None else None
+        if not (isinstance(receiver.value, ast.Name) and receiver.value.id == "self" and isinstance(cls, ast.ClassDef)
+                and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and func.name != "__init__"
+                and device_move(node, ctx) is not None and not ctx.value(node).on_cpu):
+            return  # (`.to(x.device)` in a forward: where the inputs are, an accelerator in training)
+        stores = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr
+                  and isinstance(n.ctx, ast.Store)]
+        # `register_buffer("kernel", ...)`, `setattr(self, "kernel", ...)`: not a plain attribute
+        named = any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(cls))
+        if len(stores) != 1 or named:
+            return
+        assignment = ctx.parent(stores[0])
+        init = ctx.parent(assignment) if assignment is not None else None
+        if not (isinstance(assignment, ast.Assign) and isinstance(init, ast.FunctionDef) and init.name == "__init__"):
+            return
+        call = assignment.value
+        if isinstance(call, ast.BinOp) and isinstance(call.right, ast.Constant):
+            call = call.left  # `torch.ones(1, 1, 3, 3) / 9`
+        if not isinstance(call, ast.Call):
+            return
+        factory = _factory(call, ctx)
+        if factory is None or factory in ("from_numpy", "frombuffer", "asarray") or keyword(call, "device") is not None \
+                or has_star(call):
+            return
+        ctx.report(node, f"`self.{attr}` (built by `{ctx.text(call.func)}()` in `__init__`) is a plain attribute on the "
+                         f"host: `.{method}()` copies it to the device every step, a blocking copy that waits for the "
+                         f"GPU; register it as a buffer (`self.register_buffer(\"{attr}\", ...)`), which moving the "
+                         "module moves once")
 
     @staticmethod
     def _constant(part: ast.expr, ctx: RuleContext) -> bool:
@@ -646,7 +715,12 @@ class ImplicitHostToDeviceCopy(Rule):
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         """`idx = torch.arange(n)` ... `idx.to(device)`: built on the host, then copied."""
         method = ctx.method_call(node, "to", "cuda")
-        if method is None or not isinstance(method[0], ast.Name) or is_non_blocking(node) is not False:
+        if method is None or is_non_blocking(node) is not False:
+            return
+        if isinstance(method[0], ast.Attribute):
+            self._host_attribute(node, method[0], method[1], ctx)
+            return
+        if not isinstance(method[0], ast.Name):
             return
         receiver = method[0]
         if not ctx.value(node).on_accel:
