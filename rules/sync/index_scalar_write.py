@@ -9,6 +9,30 @@ from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
 
 
+def _root(part: ast.expr) -> str:
+    """`i` of `i[0]` and of `i`; "" for anything else."""
+    while isinstance(part, ast.Subscript) and isinstance(part.slice, ast.Constant):
+        part = part.value
+    return part.id if isinstance(part, ast.Name) else ""
+
+
+def _element_of(name: str, scope: ast.AST | None) -> bool:
+    """Is `name` bound by unpacking a tensor (`row, col = idxs[i]`) or as a loop's element
+    (`for j in idx:`): likely a 0-dim element, not an index tensor? (`_, idx = x.topk(k)`
+    unpacks what a call returns, `a, b = x.long(), y.long()` a tuple display: tensors.)"""
+    for node in ast.walk(scope) if scope is not None and name else ():
+        targets: list[ast.AST]
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Subscript, ast.Name)):
+            targets = [t for target in node.targets if isinstance(target, (ast.Tuple, ast.List)) for t in target.elts]
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            targets = list(ast.walk(node.target))
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
+
+
 class ScalarWriteThroughIndex(Rule):
     """## What it does
     Checks for a Python number (or list) written into a device tensor through an integer
@@ -147,6 +171,21 @@ class ScalarWriteThroughIndex(Rule):
             """,
             note="once, not in a loop",
         ),
+        Valid(
+            """
+            import torch
+
+            for images, targets in loader:
+                q = model(images.cuda())
+                ind = torch.nonzero(torch.isinf(q))
+                for i in ind:
+                    q[i[0], i[1]] = 0
+                for k in range(len(ind)):
+                    row, col = ind[k]
+                    q[row, col] = 0
+            """,
+            note="elements of an index tensor (0-dim: each is read with `item()`, tensor-as-index's)",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -183,6 +222,8 @@ class ScalarWriteThroughIndex(Rule):
         values = [ctx.value(p) for p in parts]
         if any(v.kind is Kind.TENSOR and v.dtype != "int" and not v.zero_dim for v in values):
             return False  # a mask (PFL214's), or an index of unknown dtype: it may be one
+        if any(_element_of(_root(p), ctx.function_node) for p in parts):
+            return False  # `row, col = idxs[i]`, `for i in ind: x[i[0], i[1]]`: 0-dim, read with `item()`
         return any(v.kind is Kind.TENSOR and v.dtype == "int" and not v.zero_dim and not v.on_cpu for v in values)
 
     def _fix(self, node: ast.Assign, target: ast.Subscript, ctx: RuleContext):
