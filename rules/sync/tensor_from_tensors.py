@@ -11,6 +11,10 @@ from ._support import argument, opaque_arguments, torch_prefix
 
 _FUNCTIONS = {"torch.tensor": "torch.tensor", "torch.as_tensor": "torch.as_tensor",
               "torch.asarray": "torch.asarray"}
+# Legacy constructors read a sequence's elements the same way (`torch.Tensor([l1, l2])`);
+# they get no fix: their dtype is the default one, not the elements'.
+_LEGACY = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.LongTensor",
+                     "torch.cuda.FloatTensor", "torch.cuda.DoubleTensor", "torch.cuda.LongTensor"})
 
 
 def _device_tensor_value(value: Value) -> bool:
@@ -21,7 +25,8 @@ class TensorFromTensorList(Rule):
     """## What it does
     Checks for `torch.tensor([t0, t1, ...])`, `torch.as_tensor([...])`, `torch.asarray([...])`
     and `torch.tensor(list_of_tensors)` where the elements are tensors, in code that runs
-    every step.
+    every step; also the legacy constructors (`torch.Tensor([l1, l2])`,
+    `torch.FloatTensor(losses)`) and a list of such lists (`torch.tensor([losses])`).
 
     ## Why is this bad?
     `torch.tensor` builds its result on the host from Python numbers: every element that is a
@@ -57,6 +62,9 @@ class TensorFromTensorList(Rule):
     - elements on different devices make `torch.stack` raise;
     - an empty sequence makes `torch.stack` raise (`torch.tensor([])` is an empty tensor);
     - elements with more than one value make `torch.tensor` raise but are stacked.
+
+    The legacy constructors and nested lists get no fix: `torch.Tensor` makes the default
+    dtype whatever the elements are, and a list of lists needs its own stacking.
 
     ## References
     - `internal_new_from_data` (torch/csrc/utils/tensor_new.cpp) converts each element with
@@ -145,6 +153,20 @@ class TensorFromTensorList(Rule):
             unsafe_fixes=True,
             note="elements not known to be 0-dim: flatten, as torch.tensor reads one value each",
         ),
+        Invalid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x.cuda())
+                l1, l2 = out.mean(), out.std()
+                losses = [l1, l2]
+                a = torch.Tensor([l1, l2])
+                b = torch.tensor([losses])
+            """,
+            count=2,
+            note="a legacy constructor (no fix: its dtype is the default one); a list of a list of tensors",
+        ),
     ]
     valid = [
         Valid(
@@ -179,6 +201,17 @@ class TensorFromTensorList(Rule):
             """,
             note="once, at construction",
         ),
+        Valid(
+            """
+            import torch
+
+            for x, y in loader:
+                out = model(x.cuda())
+                buf = torch.Tensor(2, 3)
+                same = torch.Tensor(out)
+            """,
+            note="a legacy constructor given a size, or one tensor",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -197,8 +230,10 @@ class TensorFromTensorList(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: RuleContext) -> None:
         name = ctx.call_name(node)
-        if name not in _FUNCTIONS:
+        if name not in _FUNCTIONS and name not in _LEGACY:
             return
+        if name in _LEGACY and not (len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple, ast.Name))):
+            return  # `torch.Tensor(2, 3)`: a size
         data = argument(node, 0, "data")
         if data is None and name != "torch.tensor":
             data = argument(node, 0, "obj")
@@ -211,7 +246,7 @@ class TensorFromTensorList(Rule):
             value = ctx.value(data)
             if value.kind is not Kind.SEQ or value.elem is None or not _device_tensor_value(value.elem):
                 return
-        ctx.report(node, fix=self._fix(node, data, ctx), call=f"{name}()")
+        ctx.report(node, fix=self._fix(node, data, ctx) if name in _FUNCTIONS else None, call=f"{name}()")
 
     def _fix(self, node: ast.Call, data: ast.expr, ctx: RuleContext):
         if opaque_arguments(node) or node.keywords or len(node.args) != 1:
@@ -247,6 +282,9 @@ def _literal_has_device_tensor(node: ast.List | ast.Tuple, ctx: RuleContext) -> 
         if isinstance(elt, (ast.List, ast.Tuple)):
             if _literal_has_device_tensor(elt, ctx):
                 return True
-        elif _device_tensor_value(ctx.value(elt)):
-            return True
+        else:
+            value = ctx.value(elt)
+            if _device_tensor_value(value) or (value.kind is Kind.SEQ and value.elem is not None
+                                               and _device_tensor_value(value.elem)):
+                return True  # `torch.tensor([losses])` of a list of device tensors too
     return False
