@@ -579,10 +579,12 @@ class ImplicitHostToDeviceCopy(Rule):
         if factory is None or factory in ("from_numpy", "frombuffer", "asarray") or keyword(call, "device") is not None \
                 or has_star(call):
             return
+        info = ctx.analysis.classes.get(cls.name)
+        remedy = (f"register it as a buffer (`self.register_buffer(\"{attr}\", ...)`), which moving the module "
+                  "moves once") if info is not None and info.is_module else "move it once and keep the device copy"
         ctx.report(node, f"`self.{attr}` (built by `{ctx.text(call.func)}()` in `__init__`) is a plain attribute on the "
                          f"host: `.{method}()` copies it to the device every step, a blocking copy that waits for the "
-                         f"GPU; register it as a buffer (`self.register_buffer(\"{attr}\", ...)`), which moving the "
-                         "module moves once")
+                         f"GPU; {remedy}")
 
     @staticmethod
     def _constant(part: ast.expr, ctx: RuleContext) -> bool:
