@@ -240,3 +240,27 @@ def test_a_function_that_defines_the_loss_is_not_a_loss_by_its_name(tmp_path, na
     root = tmp_path / "proj"
     write_project(root, {"pyproject.toml": "", "train.py": _DEFINE_LOSS.format(name=name)})
     assert bool(_findings(root)) is reported
+
+
+_HOOKED = """
+    import torch
+
+    class Monitor:
+        def __init__(self, model):
+            for module in model.modules():
+                {register}
+
+        def forward_hook(self, module, inputs, output):
+            for p in module.parameters(recurse=False):
+                print(p.abs().max().item())
+"""
+
+
+@pytest.mark.parametrize("register, reported", [("module.register_forward_hook(self.forward_hook)", True),
+                                                ("pass", False)])
+def test_a_method_registered_as_a_module_hook_runs_every_forward(tmp_path, register, reported):
+    """transformers' `DebugUnderflowOverflow` registers `self.forward_hook` on every module:
+    it runs on every forward. Its name alone (a plain class's `forward_*`) says nothing."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "monitor.py": _HOOKED.format(register=register)})
+    assert bool(_findings(root)) is reported

@@ -8,6 +8,8 @@ Training frameworks call user code that no call in the file names:
   (see `hot_regions.class_hook_kinds`) run every step, with what the call passes;
 - handlers registered with an ignite `Engine`: `Engine(train_step)` runs `train_step` every
   iteration, and so does `engine.add_event_handler(Events.ITERATION_COMPLETED, log)`;
+- module hooks: `module.register_forward_hook(self.forward_hook)` runs the hook on every
+  forward of that module (a backward hook, on every backward);
 - a generator advanced with `next()` in hot code: `batches = cycle(seq_len)` before the loop,
   `x, y = next(batches)` in it runs the generator's body up to its next `yield`;
 - a method of an object held in an attribute named after its class, in another project file:
@@ -35,6 +37,11 @@ _NOT_GUESSED = TENSOR_ONLY_METHODS | TENSOR_PYTHON_METHODS | TENSOR_SEQ_METHODS 
     format join split strip replace startswith endswith""".split())
 
 
+# What a module runs on every forward or backward pass.
+_MODULE_HOOKS = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+                           "register_full_backward_pre_hook", "register_backward_hook"})
+
+
 class DispatchInterpreter(CallInterpreter):
     """Calls that frameworks and hook lists make."""
 
@@ -44,6 +51,8 @@ class DispatchInterpreter(CallInterpreter):
             handler = every_iteration_handler(node)
             if handler is not None:
                 self._register(handler, "ignite handler `{}` runs every iteration")
+            elif func.attr in _MODULE_HOOKS and node.args:  # `module.register_forward_hook(self.hook)`
+                self._register(node.args[0], "`{}` is a module hook: it runs every forward (or backward)")
         if recv.kind is not Kind.UNKNOWN or recv.ref is not None:
             return super()._method_call(node, func, recv, args, kwargs)
         if self._loop_element(func.value):

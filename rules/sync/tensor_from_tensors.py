@@ -25,8 +25,8 @@ class TensorFromTensorList(Rule):
     """## What it does
     Checks for `torch.tensor([t0, t1, ...])`, `torch.as_tensor([...])`, `torch.asarray([...])`
     and `torch.tensor(list_of_tensors)` where the elements are tensors, in code that runs
-    every step; also the legacy constructors (`torch.Tensor([l1, l2])`,
-    `torch.FloatTensor(losses)`) and a list of such lists (`torch.tensor([losses])`).
+    every step; also the legacy constructors of a list display (`torch.Tensor([l1, l2])`,
+    `torch.FloatTensor([losses])`) and a list of such lists (`torch.tensor([losses])`).
 
     ## Why is this bad?
     `torch.tensor` builds its result on the host from Python numbers: every element that is a
@@ -232,8 +232,8 @@ class TensorFromTensorList(Rule):
         name = ctx.call_name(node)
         if name not in _FUNCTIONS and name not in _LEGACY:
             return
-        if name in _LEGACY and not (len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple, ast.Name))):
-            return  # `torch.Tensor(2, 3)`: a size
+        if name in _LEGACY and not (len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple))):
+            return  # `torch.Tensor(2, 3)`: a size; `torch.Tensor(t_index)`: a tensor as often as a list
         data = argument(node, 0, "data")
         if data is None and name != "torch.tensor":
             data = argument(node, 0, "obj")
