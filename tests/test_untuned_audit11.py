@@ -264,3 +264,31 @@ def test_a_method_registered_as_a_module_hook_runs_every_forward(tmp_path, regis
     root = tmp_path / "proj"
     write_project(root, {"pyproject.toml": "", "monitor.py": _HOOKED.format(register=register)})
     assert bool(_findings(root)) is reported
+
+
+_GATED_HOOK = """
+    import torch
+
+    class LogWriter:
+        def __init__(self, model, interval):
+            self.interval, self.batches = interval, 0
+            for module in model.modules():
+                def hook(module_, inputs, outputs):
+                    if self._should_log_this_batch():
+                        print(outputs.abs().max().item())
+                module.register_forward_hook(hook)
+
+        def _should_log_this_batch(self):
+            assert self.interval is not None
+            return {test}
+"""
+
+
+@pytest.mark.parametrize("test, reported", [("self.interval is not None and self.batches % self.interval == 0", False),
+                                            ("self.interval is not None", True)])
+def test_a_hook_gated_by_a_due_step_helper_is_not_per_step(tmp_path, test, reported):
+    """allennlp's activation-histogram hook logs only when `_should_log_distributions_this_batch()`,
+    which asserts, then returns `interval is not None and batches % interval == 0`."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "writer.py": _GATED_HOOK.format(test=test)})
+    assert bool(_findings(root)) is reported

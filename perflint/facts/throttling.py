@@ -40,6 +40,14 @@ def _is_mod_zero(node: ast.AST, every_step: Collection[str] = ()) -> bool:
     return False
 
 
+def _due_test(node: ast.expr) -> bool:
+    """`step % n == 0`, or that and more (`interval is not None and step % interval == 0`,
+    allennlp's `_should_log_distributions_this_batch`): true only on a due step."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return any(_due_test(value) for value in node.values)
+    return _is_mod_zero(node)
+
+
 def _by_one(mod: ast.BinOp, every_step: Collection[str]) -> bool:
     """`step % 1`, or `iter_num % log_interval` where the module sets `log_interval = 1`
     (lit-llama's and nanoGPT's defaults): the remainder is always 0, the test always true."""
@@ -261,8 +269,9 @@ def throttling_helpers(functions: Iterable[ast.AST],
             continue
         body = func.body[1:] if func.body and isinstance(func.body[0], ast.Expr) \
             and isinstance(func.body[0].value, ast.Constant) else func.body  # a docstring
+        body = [stmt for stmt in body if not isinstance(stmt, ast.Assert)]  # `assert self.trainer is not None`
         if (len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None
-                and _is_mod_zero(body[0].value)) or _true_only_when_due(body, due=False) is True:
+                and _due_test(body[0].value)) or _true_only_when_due(body, due=False) is True:
             names.add(prefix + func.name)
     return frozenset(names)
 
