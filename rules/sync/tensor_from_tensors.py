@@ -285,6 +285,8 @@ def _literal_has_device_tensor(node: ast.List | ast.Tuple, ctx: RuleContext) -> 
         else:
             value = ctx.value(elt)
             if _device_tensor_value(value) or (value.kind is Kind.SEQ and value.elem is not None
-                                               and _device_tensor_value(value.elem)):
-                return True  # `torch.tensor([losses])` of a list of device tensors too
+                                               and value.elem.kind is Kind.TENSOR and value.elem.on_accel):
+                # `torch.tensor([losses])` of a list of tensors known to be on the device (not
+                # `torch.tensor([add_time_ids])` of sizes read from a batch: Python numbers)
+                return True
     return False
