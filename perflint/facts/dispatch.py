@@ -26,7 +26,7 @@ from .framework_hooks import EVERY_STEP_HOOK_METHODS, IGNITE_ENGINES, every_iter
 from .hot_regions import class_hook_kinds
 from .project_calls import by_attribute_name, call_signature
 from .records import SUMMARY, FunctionInfo
-from .syntax import dotted
+from .syntax import assigned_values, dotted
 from .torch_api import DTYPE_PRESERVING_METHODS, TENSOR_PYTHON_METHODS, TENSOR_SEQ_METHODS
 from .values import Kind, Value
 
@@ -80,9 +80,7 @@ class DispatchInterpreter(CallInterpreter):
         function (or at module level) by `name = gen(...)`, with no other binding."""
         if not isinstance(name, ast.Name):
             return None
-        scope = self.func.node
-        bound = [node.value for node in ast.walk(scope) if isinstance(node, ast.Assign)
-                 and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)]
+        bound = assigned_values(self.func.node, name.id)
         if len(bound) != 1 or not isinstance(bound[0], ast.Call) or not isinstance(bound[0].func, ast.Name):
             return None
         target = self._local_function(bound[0].func.id)

@@ -49,6 +49,19 @@ def contains_comprehension(root: ast.AST) -> bool:
     return False
 
 
+def assigned_values(scope: ast.AST, name: str) -> list[ast.expr]:
+    """The values `name = ...` binds anywhere in `scope` (also `a = name = ...`)."""
+    return [node.value for node in ast.walk(scope) if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+
+
+def index_parts(index: ast.expr) -> list[ast.expr]:
+    """The parts of a subscript that index by value: a tuple's items (or the index itself),
+    without slices and starred items."""
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return [p for p in parts if not isinstance(p, (ast.Slice, ast.Starred))]
+
+
 def contains_yield(body: list[ast.stmt]) -> bool:
     """Does the block yield (not in a function or class it defines)?"""
     stack: list[ast.AST] = list(body)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from perflint.facts.context import RuleContext
 from perflint.facts.loader_settings import ABSENT, UNREAD, star_settings
 from perflint.facts.summaries import made_elsewhere
-from perflint.facts.syntax import dotted
+from perflint.facts.syntax import assigned_values, dotted
 from perflint.facts.values import Kind, same_loader_settings
 
 from ._moves import Move, device_move, has_star, keyword, root_name, written_after
@@ -268,14 +268,12 @@ def device_dataset(loader: ast.Call, ctx: RuleContext) -> bool:
         return False
     for name in _constructed_classes(dataset, _enclosing_scope(loader, ctx), depth=0):
         cls = ctx.analysis.classes.get(name)
-        for owner in (cls, *cls.local_bases) if cls is not None else ():
-            getitem = owner.methods.get("__getitem__")
-            if getitem is not None:
-                result = getitem.result
-                items = result.items or () if result.kind is Kind.SEQ else (result,)
-                if any(item.on_accel for item in items):
-                    return True
-                break
+        getitem = cls.lookup_method("__getitem__") if cls is not None else None
+        if getitem is not None:
+            result = getitem.result
+            items = result.items or () if result.kind is Kind.SEQ else (result,)
+            if any(item.on_accel for item in items):
+                return True
     return False
 
 
@@ -284,9 +282,8 @@ def _constructed_classes(expr: ast.expr, scope: ast.AST | None, depth: int) -> l
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
         return [expr.func.id]
     if isinstance(expr, ast.Name) and scope is not None and depth < 3:
-        return [name for node in ast.walk(scope) if isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)
-                for name in _constructed_classes(node.value, scope, depth + 1)]
+        return [name for value in assigned_values(scope, expr.id)
+                for name in _constructed_classes(value, scope, depth + 1)]
     return []
 
 
@@ -315,8 +312,7 @@ def _holds_rows(expr: ast.expr, scope: ast.AST | None, ctx: RuleContext, depth: 
             return len(made_by) == 1 and _returns_rows(made_by[0], ctx, depth + 1)
         return False
     if isinstance(expr, ast.Name) and scope is not None:
-        bound = [node.value for node in ast.walk(scope) if isinstance(node, ast.Assign)
-                 and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets)]
+        bound = assigned_values(scope, expr.id)
         return bool(bound) and all(_holds_rows(value, scope, ctx, depth + 1) for value in bound)
     return False
 

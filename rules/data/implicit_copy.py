@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.syntax import index_parts
 from perflint.facts.torch_api import FACTORIES, LEGACY_CONSTRUCTORS, is_non_blocking
 from perflint.facts.values import Kind, Value
 from perflint.rewrite import RewriteError, cst, set_keyword
@@ -19,6 +20,7 @@ _SAME_VALUES = frozenset({"arange"})  # integer kernels: the same values on ever
 _OTHER_GENERATOR = frozenset({"randperm", "randint"})  # the device's generator draws others
 _HOST_DATA = frozenset({"tensor", "as_tensor"})  # built on the host and copied either way
 _FIXABLE = _SAME_VALUES | _OTHER_GENERATOR | _HOST_DATA
+_ARRAY_DATA = frozenset({"from_numpy", "frombuffer", "asarray"})  # an array's data: the copy is the point
 
 
 # --------------------------------------------------------------------------- names
@@ -70,11 +72,6 @@ def _range_index(part: ast.expr, ctx: RuleContext) -> bool:
     if isinstance(part, ast.Call) and ctx.call_name(part) == "builtins.list" and len(part.args) == 1:
         part = part.args[0]
     return isinstance(part, ast.Call) and ctx.call_name(part) == "builtins.range"
-
-
-def _index_parts(index: ast.expr) -> list[ast.expr]:
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    return [p for p in parts if not isinstance(p, (ast.Slice, ast.Starred))]
 
 
 def _plain_reference(node: ast.expr) -> bool:
@@ -531,7 +528,7 @@ class ImplicitHostToDeviceCopy(Rule):
         base = ctx.value(node.value)
         if base.kind not in (Kind.TENSOR, Kind.BATCH) or not base.on_accel:
             return
-        parts = _index_parts(node.slice)
+        parts = index_parts(node.slice)
         host = [p for p in parts if (_host_tensor(ctx.value(p)) and not self._constant(p, ctx))
                 or _range_index(p, ctx)]
         written = self._written_value(node, parts, ctx)
@@ -560,11 +557,13 @@ class ImplicitHostToDeviceCopy(Rule):
                 and isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and func.name != "__init__"
                 and device_move(node, ctx) is not None and not ctx.value(node).on_cpu):
             return  # (`.to(x.device)` in a forward: where the inputs are, an accelerator in training)
-        stores = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr
-                  and isinstance(n.ctx, ast.Store)]
-        # `register_buffer("kernel", ...)`, `setattr(self, "kernel", ...)`: not a plain attribute
-        named = any(isinstance(n, ast.Constant) and n.value == attr for n in ast.walk(cls))
-        if len(stores) != 1 or named:
+        stores = []
+        for n in ast.walk(cls):
+            if isinstance(n, ast.Constant) and n.value == attr:
+                return  # `register_buffer("kernel", ...)`, `setattr(self, "kernel", ...)`: not a plain attribute
+            if isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Store):
+                stores.append(n)
+        if len(stores) != 1:
             return
         assignment = ctx.parent(stores[0])
         init = ctx.parent(assignment) if assignment is not None else None
@@ -576,8 +575,7 @@ class ImplicitHostToDeviceCopy(Rule):
         if not isinstance(call, ast.Call):
             return
         factory = _factory(call, ctx)
-        if factory is None or factory in ("from_numpy", "frombuffer", "asarray") or keyword(call, "device") is not None \
-                or has_star(call):
+        if factory is None or factory in _ARRAY_DATA or keyword(call, "device") is not None or has_star(call):
             return
         info = ctx.analysis.classes.get(cls.name)
         remedy = (f"register it as a buffer (`self.register_buffer(\"{attr}\", ...)`), which moving the module "
@@ -740,7 +738,7 @@ class ImplicitHostToDeviceCopy(Rule):
             return
         if value.kind is not Kind.TENSOR or not value.on_cpu or call is None:
             return
-        if factory is None or factory in ("from_numpy", "frombuffer", "asarray"):
+        if factory is None or factory in _ARRAY_DATA:
             return  # array data moved to the device: the copy is the point
         if factory in _HOST_DATA and call.args and ctx.value(call.args[0]).kind is Kind.NDARRAY:
             return  # the same (`torch.tensor(array)` is tensor-from-numpy-copy's, PFL102)

@@ -5,6 +5,7 @@ import copy
 
 from perflint.facts.context import RuleContext
 from perflint.facts.shapes import is_scalar_literal, is_simple_reference, mask_has_shape_of, same_expression
+from perflint.facts.syntax import index_parts
 from perflint.facts.values import Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
@@ -16,19 +17,15 @@ _CLASSIFICATION_LOSSES = ("torch.nn.functional.cross_entropy", "torch.nn.functio
 
 def mask_in_index(index: ast.expr, ctx: RuleContext) -> ast.expr | None:
     """The boolean-tensor part of a subscript (`x[m]`, `x[:, m]`, `x[m, 0]`), if any."""
-    parts = index.elts if isinstance(index, ast.Tuple) else [index]
-    for part in parts:
-        if not isinstance(part, ast.Slice) and ctx.is_bool_tensor(part):
-            return part
-    return None
+    return next((part for part in index_parts(index) if ctx.is_bool_tensor(part)), None)
 
 
 def _other_index_tensor(index: ast.expr, mask: ast.expr, ctx: RuleContext) -> bool:
     """`x[rows, mask]`: an index tensor beside the mask, which keeps a write of a Python
     number from becoming `masked_fill_` (PyTorch's `canDispatchToMaskedFill` takes one mask)."""
     return isinstance(index, ast.Tuple) and any(
-        part is not mask and not isinstance(part, ast.Slice) and ctx.value(part).kind is Kind.TENSOR
-        and not ctx.value(part).zero_dim for part in index.elts)
+        part is not mask and ctx.value(part).kind is Kind.TENSOR and not ctx.value(part).zero_dim
+        for part in index_parts(index))
 
 
 class BooleanMaskIndexing(Rule):

@@ -4,6 +4,7 @@ import ast
 
 from perflint.facts.context import RuleContext
 from perflint.facts.shapes import is_scalar_literal, is_simple_reference
+from perflint.facts.syntax import index_parts
 from perflint.facts.values import Kind
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
@@ -217,14 +218,14 @@ class ScalarWriteThroughIndex(Rule):
     @staticmethod
     def _integer_index(index: ast.expr, ctx: RuleContext) -> bool:
         """Index tensors known to hold integers, on the device, and no mask among them."""
-        parts = [p for p in (index.elts if isinstance(index, ast.Tuple) else [index])
-                 if not isinstance(p, ast.Slice)]
+        parts = index_parts(index)
         values = [ctx.value(p) for p in parts]
         if any(v.kind is Kind.TENSOR and v.dtype != "int" and not v.zero_dim for v in values):
             return False  # a mask (PFL214's), or an index of unknown dtype: it may be one
-        if any(_element_of(_root(p), ctx.function_node) for p in parts):
-            return False  # `row, col = idxs[i]`, `for i in ind: x[i[0], i[1]]`: 0-dim, read with `item()`
-        return any(v.kind is Kind.TENSOR and v.dtype == "int" and not v.zero_dim and not v.on_cpu for v in values)
+        if not any(v.kind is Kind.TENSOR and v.dtype == "int" and not v.zero_dim and not v.on_cpu for v in values):
+            return False
+        # `row, col = idxs[i]`, `for i in ind: x[i[0], i[1]]`: 0-dim, read with `item()`
+        return not any(_element_of(_root(p), ctx.function_node) for p in parts)
 
     def _fix(self, node: ast.Assign, target: ast.Subscript, ctx: RuleContext):
         value = node.value
