@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from perflint.facts.context import RuleContext
+from perflint.facts.torch_api import LEGACY_CONSTRUCTORS
 from perflint.facts.values import Kind, Value
 from perflint.rule import Benchmark, Invalid, Rule, Valid
 from perflint.types import Applicability, FixAvailability
@@ -11,10 +12,9 @@ from ._support import argument, opaque_arguments, torch_prefix
 
 _FUNCTIONS = {"torch.tensor": "torch.tensor", "torch.as_tensor": "torch.as_tensor",
               "torch.asarray": "torch.asarray"}
-# Legacy constructors read a sequence's elements the same way (`torch.Tensor([l1, l2])`);
-# they get no fix: their dtype is the default one, not the elements'.
-_LEGACY = frozenset({"torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.LongTensor",
-                     "torch.cuda.FloatTensor", "torch.cuda.DoubleTensor", "torch.cuda.LongTensor"})
+# Legacy constructors read a sequence's elements the same way (`torch.Tensor([l1, l2])`,
+# `torch.cuda.FloatTensor([...])`); they get no fix: their dtype is their own, not the elements'.
+_LEGACY = frozenset(f"{module}.{name}" for module in ("torch", "torch.cuda") for name in LEGACY_CONSTRUCTORS)
 
 
 def _device_tensor_value(value: Value) -> bool:
