@@ -467,10 +467,10 @@ class CallInterpreter(ExpressionInterpreter):
                 cross.calls.add(f"{qualname}{ASKS_FOR}{key}")
         if not (self.hot and self.reporting) and (any(map(_binds, args)) or any(map(_binds, kwargs.values()))):
             # a hot call binds as it seeds; objects only to constructors, which keep them
-            # (`self.box_coder = box_coder`), and to a function handed a loader too: the epoch
-            # function uses them every step (`train_one_epoch(model, loader, optimizer, loss_scaler)`)
-            objects = qualname.endswith(".__init__") or _passes_loader(args, kwargs)
-            signature = call_signature(node, args, kwargs, bound_only=True, objects=objects)
+            # (`self.box_coder = box_coder`), and to a function handed a loader: the epoch function
+            # uses them, and its flags (`focal_loss = False`), every step (`fit(model, loader, focal_loss)`)
+            epoch = _passes_loader(args, kwargs)
+            signature = call_signature(node, args, kwargs, True, epoch or qualname.endswith(".__init__"), epoch)
             if signature:
                 cross.bound_calls.add(qualname + signature)
         summary = None

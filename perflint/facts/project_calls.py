@@ -60,26 +60,32 @@ INHERITED = "+"
 
 
 def call_signature(node: ast.Call, args: list[Value], kwargs: dict[str | None, Value],
-                   bound_only: bool = False, objects: bool = True) -> str:
+                   bound_only: bool = False, objects: bool = True, numbers: bool | None = None) -> str:
     """`(t,-,mask=b)`: the kinds of a call's arguments (codes of `summaries`), up to the
     first `*args`; "" when no argument is known to be anything (most calls: the seed stays
     short). `bound_only`: only loaders and (`objects`) project objects, "" when there is
-    none: what a call that does not run every step binds in its callee."""
+    none: what a call that does not run every step binds in its callee. `numbers` (by
+    default, unless `bound_only`): Python values too."""
     def code(value: Value) -> str:
         found = code_of(value)
         if bound_only and found[:1] not in (("L", "@", "%") if objects else ("L",)):
             return NOTHING
         return found
 
+    with_numbers = not bound_only if numbers is None else numbers
+
+    def python(found: str, value: Value) -> str:
+        # `log(step, loss.item())`, `update(loss=loss.item())`, `fit(..., focal_loss)` with
+        # `focal_loss = False`: a Python value, known not to be a tensor, whatever the callee
+        # names its parameter
+        return PYTHON_CODE if found == NOTHING and with_numbers and value.kind is Kind.PYTHON else found
+
     codes = []
     for arg_node, value in zip(node.args, args):
         if isinstance(arg_node, ast.Starred):
             break
-        codes.append(code(value))
-    keywords = [(key, code(value)) for key, value in kwargs.items() if key is not None]
-    if not bound_only:  # `update(loss=loss.item())`: a Python value, known not to be a tensor
-        keywords = [(key, PYTHON_CODE if found == NOTHING and kwargs[key].kind is Kind.PYTHON else found)
-                    for key, found in keywords]
+        codes.append(python(code(value), value))
+    keywords = [(key, python(code(value), value)) for key, value in kwargs.items() if key is not None]
     if any(found != NOTHING for _key, found in keywords):
         # every keyword, so that the callee knows what its `**kwargs` holds (`**` when a
         # `**mapping` may pass more)

@@ -1,0 +1,90 @@
+"""Findings from reading code nobody had tuned on (rotations AB and ABr: LaneATT, votenet,
+yolov4-pytorch, stargan, PSMNet, NAFNet, U-2-Net...), each with its twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perflint.api import check_paths
+from perflint.config import SettingsResolver
+
+from project_files import write_project
+
+
+def _findings(root: Path) -> set[tuple[str, int, str]]:
+    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    return {(Path(d.path).name, d.location.row, d.code) for d in report.diagnostics}
+
+
+_LOG_STEP = """
+    def log_step(step, loss):
+        print("step {} loss {:.5f}".format(step, loss))
+"""
+_TRAIN_LOGGING = """
+    import torch
+    from logutil import log_step
+
+    def train(model, loader, optimizer):
+        for step, (x, y) in enumerate(loader):
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            log_step(step, {passed})
+"""
+
+
+@pytest.mark.parametrize("passed, reported", [("loss.item()", False), ("0.5", False), ("loss", True)])
+def test_a_python_number_passed_by_position_to_another_file_is_not_a_tensor(tmp_path, passed, reported):
+    """LaneATT's `exp.iter_update(epoch, ..., loss.item(), ...)`: the parameter is named
+    `loss`, but every caller passes a Python number, so formatting it copies nothing. The
+    tensor itself passed there is still a per-step copy."""
+    write_project(tmp_path, {"pyproject.toml": "", "logutil.py": _LOG_STEP,
+                             "train.py": _TRAIN_LOGGING.replace("{passed}", passed)})
+    assert (("logutil.py", 2, "PFL210") in _findings(tmp_path)) is reported
+
+
+_FIT_ONE_EPOCH = """
+    import torch
+
+    def fit_one_epoch(model, optimizer, gen, cuda, focal_loss):
+        for imgs, labels in gen:
+            if cuda:
+                imgs, labels = imgs.cuda(non_blocking=True), labels.cuda(non_blocking=True)
+            outputs = model(imgs)
+            if focal_loss:
+                loss = torch.nn.functional.cross_entropy(outputs, labels, reduction="none").mean()
+            else:
+                loss = torch.nn.functional.cross_entropy(outputs, labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+_TRAIN_EPOCHS = """
+    import torch
+    from torch.utils.data import DataLoader
+    from utils_fit import fit_one_epoch
+
+    if __name__ == "__main__":
+        cuda = True
+        focal_loss = {flag}
+        model = torch.nn.Linear(4, 2).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        gen = DataLoader(dataset, batch_size=8, num_workers=4, pin_memory=True)
+        for epoch in range(100):
+            fit_one_epoch(model, optimizer, gen, cuda, focal_loss)
+"""
+
+
+@pytest.mark.parametrize("flag, reported", [("False", False), ("torch.ones((), device='cuda')", True)])
+def test_a_flag_named_like_a_loss_given_to_the_epoch_function_is_a_python_value(tmp_path, flag, reported):
+    """unet-pytorch's `fit_one_epoch(..., gen, ..., dice_loss, focal_loss, ...)`, called from
+    the epoch loop with `focal_loss = False`: `if focal_loss:` tests a Python flag, however
+    the parameter is named. Given a tensor there, the test is a per-step sync."""
+    write_project(tmp_path, {"pyproject.toml": "", "utils_fit.py": _FIT_ONE_EPOCH,
+                             "train.py": _TRAIN_EPOCHS.replace("{flag}", flag)})
+    assert (("utils_fit.py", 8, "PFL206") in _findings(tmp_path)) is reported
+
