@@ -88,3 +88,33 @@ def test_a_flag_named_like_a_loss_given_to_the_epoch_function_is_a_python_value(
                              "train.py": _TRAIN_EPOCHS.replace("{flag}", flag)})
     assert (("utils_fit.py", 8, "PFL206") in _findings(tmp_path)) is reported
 
+
+_CONFIG = """
+    import torch
+    from easydict import EasyDict as edict
+
+    cfg = edict()
+    cfg.GLOBAL = edict()
+    cfg.GLOBAL.DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cfg.GLOBAL.DTYPE = torch.float16
+    DEVICE = torch.device("cuda")
+"""
+_CELL = """
+    import torch
+    from config import cfg, DEVICE
+
+    class Cell(torch.nn.Module):
+        def forward(self, inputs):
+            state = torch.zeros(inputs.size(0), 4).to({target})
+            return inputs + state
+"""
+
+
+@pytest.mark.parametrize("target, reported", [("cfg.GLOBAL.DEVICE", True), ("DEVICE", True),
+                                              ("cfg.GLOBAL.DTYPE", False)])
+def test_a_device_held_by_a_config_module_is_a_device(tmp_path, target, reported):
+    """Precipitation-Nowcasting's `.to(cfg.GLOBAL.DEVICE)` with the config object made in
+    another module: named as a device, it is a move. A dtype held there is a cast."""
+    write_project(tmp_path, {"pyproject.toml": "", "config.py": _CONFIG,
+                             "cell.py": _CELL.replace("{target}", target)})
+    assert (("cell.py", 6, "PFL101") in _findings(tmp_path)) is reported

@@ -61,6 +61,7 @@ from .summaries import (
     vague,
 )
 from .torch_api import (
+    BATCH_KEEPING_METHODS,
     MODULE_SELF_METHODS,
     MODULE_STATE_CONSTRUCTORS,
     device_of_expr,
@@ -192,7 +193,7 @@ class CallInterpreter(ExpressionInterpreter):
         if kind is Kind.TENSOR:
             return self._tensor_method(name, node, recv)
         if kind is Kind.BATCH:
-            if name in ("to", "cuda", "cpu", "pin_memory", "float", "half", "bfloat16"):
+            if name in BATCH_KEEPING_METHODS and (node.args or name != "type"):  # `.type(torch.FloatTensor)`
                 device = tensor_method_device(name, node, recv, self.qualname, self.value)
                 if name in ("to", "cuda") and device != "cpu" and self.hot and self.reporting:
                     param = param_of(recv.origin)  # a batch of a loader another file passes
@@ -444,13 +445,12 @@ class CallInterpreter(ExpressionInterpreter):
         answers with its summary), a call passing loaders or objects binds its parameters
         there; what it returns by its summary (None when there is none)."""
         cross = self.file.cross
-        # Asking for a summary costs a second analysis of this file once the answer comes:
-        # only where the answer can matter: in hot code, around it (`loader = make_loader()`
-        # before the loop over it: kept if the function turns out to run hot code), when it
-        # is handed a loader (it may move its batches), when the statement names a loader
-        # (`train_loader = build_loader(cfg)`: its settings), or in what a function returns, when
-        # another file asks for that function's summary ("qualname<Name", see
-        # perflint.project.project_seeds).
+        # Asking for a summary costs a second analysis of this file once the answer comes: only
+        # where the answer can matter: in hot code, around it (`loader = make_loader()` before the
+        # loop over it: kept if the function turns out to run hot code), when it is handed a loader
+        # (it may move its batches), when the statement names a loader (`train_loader =
+        # build_loader(cfg)`: its settings), or in what a function returns, when another file asks
+        # for that function's summary ("qualname<Name", see perflint.project.project_seeds).
         self._remember_result(qualname)
         if self._assigns_a_loader() or (_passes_loader(args, kwargs) and not self.file.test_file):
             cross.calls.add(qualname)  # (a test hands a loader of five samples to the training helper)
@@ -773,8 +773,7 @@ class CallInterpreter(ExpressionInterpreter):
                 self.func.trains = True
 
 
-# Verbs that make, fetch or change a module rather than run it (`apply_model` and
-# `run_model` do run it).
+# Verbs that make, fetch or change a module rather than run it (`apply_model` and `run_model` do run it).
 _MODULE_GETTER = re.compile(r"_*(?:unwrap|wrap|get|build|create|make|load|save|prepare|init|setup|copy|"
                             r"freeze|unfreeze|set|convert|register|export|compile|resolve|configure|"
                             r"select|new|reset|update|fuse|quantize|deepcopy|clone)_")

@@ -62,8 +62,7 @@ def is_stream_or_event(value: Value) -> bool:
     return value.kind is Kind.OBJECT and value.ref in (STREAM.ref, EVENT.ref)
 
 
-# torch.distributed calls that answer with a Python value (the others take or give tensors,
-# work handles, groups)
+# torch.distributed calls that answer with a Python value (the others take or give tensors, work handles, groups)
 _DISTRIBUTED_QUERIES = frozenset({"get_rank", "get_world_size", "is_initialized", "is_available", "get_backend",
                                   "is_nccl_available", "get_global_rank", "get_node_local_rank",
                                   "is_torchelastic_launched"})
@@ -690,8 +689,7 @@ def is_dtype_expr(node: ast.expr, resolve, value_of) -> bool:
 
 
 def is_non_blocking(call: ast.Call) -> bool | None:
-    """`non_blocking=` of a copy: True/False when written as a constant, None when it is an
-    expression (unknown). Absent means False (PyTorch's default)."""
+    """`non_blocking=` of a copy: True/False if a constant, None if an expression; absent: False (the default)."""
     node = keyword(call, "non_blocking")
     if node is None:
         # Positional forms: to(device, dtype, non_blocking), to(dtype, non_blocking),
@@ -701,6 +699,10 @@ def is_non_blocking(call: ast.Call) -> bool | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
         return node.value
     return None
+
+
+# A batch moved or cast stays a batch (`.type(torch.FloatTensor)`: an old `.float()`)
+BATCH_KEEPING_METHODS = frozenset({"to", "cuda", "cpu", "pin_memory", "float", "half", "bfloat16", "type"})
 
 
 def tensor_method_device(name: str, call: ast.Call, recv: Value, resolve, value_of) -> str | None:

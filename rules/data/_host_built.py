@@ -43,6 +43,8 @@ _METHODS = frozenset({
     "div", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "sum", "mean", "max", "min", "outer", "fill_",
     "zero_",
 })
+# In-place fills: whatever the value (`fill_(self.pad_idx)`), the tensor stays where it was made.
+_FILLS = frozenset({"fill_", "fill_diagonal_"})
 # `torch.FloatTensor(b, h)`: a legacy constructor given sizes (Python ints) builds an
 # uninitialised host tensor, like `torch.empty`.
 _LEGACY_SIZED = frozenset({"FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor",
@@ -249,6 +251,8 @@ def _host_built_call(node: ast.Call, ctx: RuleContext, names: bool, statement: a
         made = host_built(node.func.value, ctx, names, statement, depth, assumed)
         if made is None:
             return None
+        if node.func.attr in _FILLS:
+            return made  # one value written everywhere: the tensor could be made on the device all the same
         arguments = [*node.args, *(k.value for k in node.keywords)]
         return made if all(_python(a, ctx) or host_built(a, ctx, names, statement, depth, assumed) is not None
                            for a in arguments) else None

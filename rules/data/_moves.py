@@ -11,6 +11,7 @@ import ast
 from dataclasses import dataclass
 
 from perflint.facts.context import RuleContext
+from perflint.facts.hints import hint_for_name
 from perflint.facts.torch_api import classify_device, is_dtype_expr, names_a_device
 from perflint.facts.torch_api import keyword as keyword_value  # the argument, not the `keyword` node
 from perflint.facts.values import Kind
@@ -90,6 +91,11 @@ def device_target(node: ast.expr, ctx: RuleContext) -> str | None:
         return value.device or "unknown"
     if value.kind is Kind.PYTHON and value.ref is None and names_a_device(node):
         return "unknown"  # a device index or name the program computed (`rank % torch.cuda.device_count()`)
+    if value.kind is Kind.REF and value.ref and not value.ref.startswith("torch."):
+        # `cfg.GLOBAL.DEVICE`, `from config import DEVICE`: what a config module holds, by its name
+        hinted = hint_for_name(value.ref.rpartition(".")[2])
+        if hinted is not None and hinted.kind is Kind.DEVICE:
+            return "unknown"
     return None
 
 

@@ -34,6 +34,9 @@ _INT_METHODS = frozenset({"numel", "dim", "ndimension", "nelement", "size"})
 
 # Factories whose positional arguments are the sizes (one each, or one tuple of them).
 _SIZED = frozenset({"zeros", "ones", "empty", "rand", "randn"})
+# Methods that return a view (or a copy) of the same values in another shape.
+_RESHAPES = frozenset({"unsqueeze", "squeeze", "view", "reshape", "t", "transpose", "permute", "flatten",
+                       "contiguous", "unflatten"})
 
 
 def _has_zero_size(call: ast.Call) -> bool:
@@ -41,6 +44,14 @@ def _has_zero_size(call: ast.Call) -> bool:
     sizes = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) \
         else call.args
     return any(isinstance(a, ast.Constant) and type(a.value) is int and a.value == 0 for a in sizes)
+
+
+def _reshaped(node: ast.Call, ctx: RuleContext) -> ast.expr:
+    """What a chain of shape methods (`x.unsqueeze(0).view(1, -1)`) is a view of: `x`."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RESHAPES \
+            and ctx.call_name(node) is None:
+        node = node.func.value  # type: ignore[assignment]
+    return node
 
 
 def _is_shape(node: ast.expr) -> bool:
@@ -507,6 +518,58 @@ class CreateThenMove(Rule):
             note="a list of `(h, w)` tuples of Python ints (Deformable-DETR's feature-level shapes), copied every "
                  "forward",
         ),
+        Invalid(
+            """
+            import torch
+
+            def translate(model, device, max_len=50):
+                trg_indexes = [2]
+                for i in range(max_len):
+                    trg_tensor = torch.LongTensor(trg_indexes).unsqueeze(0).to(device)
+                    pred_token = model(trg_tensor).argmax(2)[:, -1]
+                    trg_indexes.append(int(pred_token))
+            """,
+            count=1,
+            note="host data reshaped before the move is the same copy (pytorch-seq2seq's decoding loop)",
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Decoder(torch.nn.Module):
+                def __init__(self, pad_idx, device):
+                    super().__init__()
+                    self.pad_idx = pad_idx
+                    self.device = device
+
+                def forward(self, x):
+                    padding = torch.zeros(x.shape[0], x.shape[1], 2).fill_(self.pad_idx).to(self.device)
+                    return torch.cat((padding, x), dim=2)
+            """,
+            count=1,
+            note="filled with a value of unknown type, still made on the host (pytorch-seq2seq's ConvS2S decoder)",
+        ),
+        Invalid(
+            """
+            import torch
+            from config import cfg
+
+            class Cell(torch.nn.Module):
+                def forward(self, inputs):
+                    state = torch.zeros(inputs.size(0), 4).to(cfg.GLOBAL.DEVICE)
+                    return inputs + state
+            """,
+            fixed="""
+            import torch
+            from config import cfg
+
+            class Cell(torch.nn.Module):
+                def forward(self, inputs):
+                    state = torch.zeros(inputs.size(0), 4, device=cfg.GLOBAL.DEVICE)
+                    return inputs + state
+            """,
+            note="a device a config module holds, known by its name (Precipitation-Nowcasting's `cfg.GLOBAL.DEVICE`)",
+        ),
     ]
     valid = [
         Valid(
@@ -594,6 +657,17 @@ class CreateThenMove(Rule):
             """,
             note="a CUDA legacy type given a `torch.Size` allocates on the device: nothing crosses (pix2pixHD)",
         ),
+        Valid(
+            """
+            import torch
+
+            def sample(model, device, n, steps):
+                for _ in range(steps):
+                    noise = torch.FloatTensor(n).unsqueeze(0).to(device)
+                    model(noise).sum().backward()
+            """,
+            note="a legacy constructor given a size (a Python int) holds no host data",
+        ),
     ]
     benchmark = Benchmark(
         setup="""
@@ -636,6 +710,13 @@ class CreateThenMove(Rule):
             ctx.report(node, self.composite_message, what=what)
             return
         if not isinstance(inner, ast.Call):
+            return
+        data = _reshaped(inner, ctx)
+        if data is not inner and isinstance(data, ast.Call) and self._host_data_made(data, ctx) \
+                and ctx.value(move.receiver).on_cpu:
+            # `torch.LongTensor(trg_indexes).unsqueeze(0).to(device)`: the same copy of host
+            # data, a view of it (no fix: the shape method has to move after the copy)
+            ctx.report(node, self.host_data_message, factory=ctx.text(data.func))
             return
         qualname = ctx.call_name(inner)
         if not qualname or not qualname.startswith("torch.") or qualname.count(".") != 1:
@@ -698,6 +779,23 @@ class CreateThenMove(Rule):
                     and any(ctx.value(e).kind is not Kind.PYTHON for e in source.elts):
                 return  # elements that may be tensors: PFL215's
             ctx.report(node, self.host_data_message, factory=ctx.text(node.func))
+
+    @classmethod
+    def _host_data_made(cls, call: ast.Call, ctx: RuleContext) -> bool:
+        """`torch.tensor(rows)`, `torch.LongTensor(indexes)`: a tensor made from Python or
+        NumPy data known to be in host memory (not sizes, not the batch)."""
+        qualname = ctx.call_name(call) or ""
+        if not qualname.startswith("torch.") or not call.args or isinstance(call.args[0], ast.Starred):
+            return False
+        data = ctx.value(call.args[0])
+        if qualname[6:] in LEGACY_CONSTRUCTORS:  # a list or an array: not sizes, not a range (an arange)
+            if isinstance(call.args[0], ast.Call) and ctx.call_name(call.args[0]) in ("builtins.range", "builtins.list"):
+                return False
+            return (data.kind is Kind.SEQ or (data.kind is Kind.NDARRAY and not data.data)) \
+                and not maybe_accel_tensor(call.args[0], ctx)
+        if qualname in ("torch.tensor", "torch.as_tensor"):
+            return cls._host_data(call, ctx) and data.kind is not Kind.UNKNOWN
+        return False
 
     @staticmethod
     def _host_data(call: ast.Call, ctx: RuleContext) -> bool:

@@ -235,6 +235,29 @@ class DataLoaderWithoutPinMemory(Rule):
             unsafe_fixes=True,
             note="a collate function of tensors: pinned like any batch",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(ds, batch_size=12, shuffle=True, num_workers=1)
+            for data in loader:
+                inputs = data["image"].type(torch.FloatTensor)
+                loss = model(inputs.cuda()).sum()
+            """,
+            count=1,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            loader = DataLoader(ds, batch_size=12, shuffle=True, num_workers=1, pin_memory=True)
+            for data in loader:
+                inputs = data["image"].type(torch.FloatTensor)
+                loss = model(inputs.cuda()).sum()
+            """,
+            unsafe_fixes=True,
+            note="`.type(torch.FloatTensor)`, an old `.float()`, keeps the batch (U-2-Net's training loop)",
+        ),
     ]
     valid = [
         Valid(
