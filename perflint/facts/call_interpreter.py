@@ -60,6 +60,7 @@ from .summaries import (
     split_summary,
     vague,
 )
+from .syntax import walk_nodes
 from .torch_api import (
     BATCH_KEEPING_METHODS,
     MODULE_SELF_METHODS,
@@ -712,7 +713,7 @@ class CallInterpreter(ExpressionInterpreter):
         if key in cross.specialized:
             return cross.specialized[key]
         if any(isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-               for stmt in node.body for inner in ast.walk(stmt)):
+               for stmt in node.body for inner in walk_nodes(stmt)):
             cross.specialized[key] = None
             return None  # its nested functions belong to the summary's walk
         cross.specialized[key] = None  # recursion: the summary's answer

@@ -11,6 +11,7 @@ from ..types import Applicability
 from .file_facts import FileFacts
 from .frame import Frame
 from .host_use import DeviceFlow
+from .syntax import child_nodes, walk_nodes
 from .values import Kind, Value
 
 if TYPE_CHECKING:
@@ -117,11 +118,11 @@ class RuleContext:
         statement = self.statement
         if statement is not None and node is not statement:
             # Usually an expression of the statement being walked: search just its expressions.
-            for part in ast.iter_child_nodes(statement):
+            for part in child_nodes(statement):
                 if isinstance(part, ast.stmt):
                     continue
-                for outer in ast.walk(part):
-                    for child in ast.iter_child_nodes(outer):
+                for outer in walk_nodes(part):
+                    for child in child_nodes(outer):
                         if child is node:
                             return outer
                 if part is node:
@@ -133,8 +134,8 @@ class RuleContext:
         if self._parents is None:  # an expression elsewhere: a map of the whole file, once
             self._parents = {
                 child: outer
-                for outer in ast.walk(self.analysis.tree)
-                for child in ast.iter_child_nodes(outer)
+                for outer in walk_nodes(self.analysis.tree)
+                for child in child_nodes(outer)
             }
         return self._parents.get(node)
 

@@ -17,6 +17,7 @@ from .hints import hint_for_name
 from .hot_regions import is_data
 from .hotness import eager_truth
 from .records import REPORT, SUMMARY
+from .syntax import child_nodes
 from .torch_api import TENSOR_METADATA_ATTRS, classify_device, dtype_class_of, tensor_attribute_value
 from .values import (
     BATCH,
@@ -64,7 +65,7 @@ class ExpressionInterpreter(Frame):
         return value
 
     def _ev_generic(self, node: ast.expr) -> Value:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             if isinstance(child, ast.expr):
                 self.ev(child)
         return UNKNOWN

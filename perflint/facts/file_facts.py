@@ -23,7 +23,7 @@ from .hotness import (
 from .throttling import throttling_helpers, unit_intervals
 from .project_calls import CrossFile
 from .records import SUMMARY, ClassInfo, FunctionInfo, HotChain
-from .syntax import SCANNED, contains_comprehension, decorator_name, dotted
+from .syntax import SCANNED, child_nodes, contains_comprehension, decorator_name, dotted, walk_nodes
 from .values import Kind, Value, join
 
 # A rule's `visit_<Type>` method: called with the node and the rules' context.
@@ -169,7 +169,7 @@ class FileFacts:
             # Statements are walked here, in the same order as always (it decides which of
             # two same-named defs wins); expressions hold no statements, only comprehensions,
             # so they are scanned afterwards and only for functions not yet known to loop.
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
                     stack.append((child, owner, owner_cls))
                 elif isinstance(child, SCANNED) and not target.has_loop:
@@ -221,7 +221,7 @@ class FileFacts:
         if func.parent is not None:
             return False
         if self._collate_names is None:
-            self._collate_names = {kw.value.id for node in ast.walk(self.tree) if isinstance(node, ast.Call)
+            self._collate_names = {kw.value.id for node in walk_nodes(self.tree) if isinstance(node, ast.Call)
                                    for kw in node.keywords
                                    if kw.arg == "collate_fn" and isinstance(kw.value, ast.Name)}
         return "collate" in func.name.lower() or func.name in self._collate_names

@@ -10,7 +10,7 @@ import ast
 from typing import Iterable
 
 from .hotness import receiver_name
-from .syntax import dotted
+from .syntax import dotted, walk_nodes
 
 # ----------------------------------------------------------------- hooks and callbacks
 # Methods that training frameworks call on their hook and callback objects once per
@@ -126,7 +126,7 @@ def feeds_the_device(method: str, kinds: frozenset[str], cls_node: ast.ClassDef)
 
 def _installed_hooks(cls_node: ast.ClassDef) -> set[str]:
     found = set()
-    for node in ast.walk(cls_node):
+    for node in walk_nodes(cls_node):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute)
                 and node.targets[0].attr in _LIGHTNING_LOADER_HOOKS):
             continue

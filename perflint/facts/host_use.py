@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from .syntax import child_nodes, walk_nodes
 from .torch_api import int_arguments
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
@@ -65,11 +66,11 @@ class DeviceFlow:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {
-            child: outer for outer in ast.walk(tree) for child in ast.iter_child_nodes(outer)
+            child: outer for outer in walk_nodes(tree) for child in child_nodes(outer)
         }
         self.defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         self.calls: dict[str, list[ast.Call]] = {}
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.Call):
@@ -141,7 +142,7 @@ class DeviceFlow:
         where = (getattr(binding, "lineno", 0), getattr(binding, "col_offset", 0))
         loop = isinstance(region, _LOOPS)
         uses = []
-        for node in ast.walk(region):
+        for node in walk_nodes(region):
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
                 if loop or (node.lineno, node.col_offset) > where:
                     uses.append(node)

@@ -25,6 +25,7 @@ from .hints import names_a_batch
 from .records import ClassInfo, FunctionInfo, LoopInfo
 from .shapes import is_scalar_literal
 from .summaries import function_key
+from .syntax import walk_nodes
 from .values import Kind, Value
 
 
@@ -258,7 +259,7 @@ def clears_its_flag(node: ast.If, loops: list[LoopInfo]) -> bool:
     loop = loops[-1] if loops else None
     return loop is not None and not any(
         _same_place(target, flag) and not _turns_off(stmt, flag)
-        for stmt in ast.walk(loop.node) if isinstance(stmt, ast.Assign) for target in stmt.targets
+        for stmt in walk_nodes(loop.node) if isinstance(stmt, ast.Assign) for target in stmt.targets
     )
 
 
@@ -273,9 +274,9 @@ def fills_a_local_once(node: ast.If, loops: list[LoopInfo]) -> bool:
              and t.comparators[0].value is None]
     if not names or not loops:
         return False
-    inside = {id(n) for n in ast.walk(node)}
+    inside = {id(n) for n in walk_nodes(node)}
     for name in names:
-        assigned = [target for stmt in ast.walk(loops[-1].node) if isinstance(stmt, ast.Assign)
+        assigned = [target for stmt in walk_nodes(loops[-1].node) if isinstance(stmt, ast.Assign)
                     for target in stmt.targets if _same_place(target, name)]
         if assigned and all(id(target) in inside for target in assigned):
             return True
@@ -290,16 +291,16 @@ def sets_a_stored_sentinel(node: ast.If, function: ast.AST) -> bool:
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
             and is_scalar_literal(test.comparators[0])):
         return False
-    stored = {ast.unparse(t) for stmt in node.body for part in ast.walk(stmt) if isinstance(part, ast.Assign)
+    stored = {ast.unparse(t) for stmt in node.body for part in walk_nodes(stmt) if isinstance(part, ast.Assign)
               for t in part.targets if isinstance(t, (ast.Subscript, ast.Attribute)) and _on_self(t)}
     if not stored:
         return False
     name = test.left.id
-    inside = {id(part) for part in ast.walk(node)}
-    for part in ast.walk(function):
+    inside = {id(part) for part in walk_nodes(node)}
+    for part in walk_nodes(function):
         if isinstance(part, ast.Assign) and id(part) not in inside \
                 and any(isinstance(t, ast.Name) and t.id == name for t in part.targets):
-            read = {ast.unparse(n) for n in ast.walk(part.value) if isinstance(n, (ast.Subscript, ast.Attribute))}
+            read = {ast.unparse(n) for n in walk_nodes(part.value) if isinstance(n, (ast.Subscript, ast.Attribute))}
             if read & stored:
                 return True
     return False
@@ -357,7 +358,7 @@ def _counts_up(stmt: ast.stmt, counter: ast.Name | ast.Attribute) -> bool:
 
 def _resets(scope: ast.AST, counter: ast.Name | ast.Attribute) -> bool:
     """Is `counter` assigned (not counted up) anywhere in `scope`?"""
-    for node in ast.walk(scope):
+    for node in walk_nodes(scope):
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, ast.AnnAssign) else []
         for target in targets:

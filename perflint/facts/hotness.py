@@ -11,7 +11,7 @@ import ast
 import re
 from typing import Callable, Collection
 
-from .syntax import dotted
+from .syntax import child_nodes, dotted, walk_nodes
 
 # Methods that run once per training / inference step.
 HOT_METHODS = frozenset(
@@ -115,7 +115,7 @@ def steps_the_optimizer(body: list[ast.stmt]) -> bool:
     of a gradient-accumulation gate (`if (i + 1) % accumulate == 0:`), which runs once per
     optimizer step, not now and then."""
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step" \
                     and is_optimizer_step_receiver(node.func.value):
                 return True
@@ -286,7 +286,7 @@ def is_lazy_init(node: ast.If) -> bool:
         return False
     wanted = _initialised_name(target)
     owner = ast.unparse(target.value) if isinstance(target, ast.Attribute) else None
-    for stmt in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+    for stmt in walk_nodes(ast.Module(body=node.body, type_ignores=[])):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else \
             [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
@@ -320,7 +320,7 @@ def _stores_on_miss(node: ast.If) -> bool:
     name = test.left.id
     return any(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id == name
                and any(isinstance(t, ast.Subscript) for t in stmt.targets)
-               for stmt in ast.walk(ast.Module(body=node.body, type_ignores=[])))
+               for stmt in walk_nodes(ast.Module(body=node.body, type_ignores=[])))
 
 
 def _fills_up(node: ast.If) -> bool:
@@ -339,7 +339,7 @@ def _fills_up(node: ast.If) -> bool:
         return False
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                and n.func.attr in ("append", "extend", "add") and ast.unparse(n.func.value) in bounded
-               for n in ast.walk(ast.Module(body=node.body, type_ignores=[])))
+               for n in walk_nodes(ast.Module(body=node.body, type_ignores=[])))
 
 
 def _initialised_name(node: ast.expr) -> str:
@@ -462,7 +462,7 @@ def is_micro_batch_loop(node: ast.AST) -> bool:
         return False
     index = node.target.id
     return any(isinstance(sub, ast.Slice) and isinstance(sub.lower, ast.Name) and sub.lower.id == index
-               for stmt in node.body for sub in ast.walk(stmt))
+               for stmt in node.body for sub in walk_nodes(stmt))
 
 
 def _batch_extent(node: ast.expr) -> bool:
@@ -489,7 +489,7 @@ def runs_once(body: list[ast.stmt]) -> bool:
             return False
         if not isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
                                  ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(child_nodes(node))
     return True
 
 
@@ -507,7 +507,7 @@ def few_while_iterations(loop: ast.While, preceding: list[ast.stmt]) -> bool:
     if not (isinstance(start, ast.Constant) and type(start.value) is int and 0 < start.value <= FEW_STEPS):
         return False
     return any(isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == test.id
-               and isinstance(n.op, ast.Sub) for n in ast.walk(loop))
+               and isinstance(n.op, ast.Sub) for n in walk_nodes(loop))
 
 
 def _small_constant_args(call: ast.Call) -> bool:
@@ -596,7 +596,7 @@ def _is_nan_check(node: ast.expr) -> bool:
 
 
 def _mentions(node: ast.AST, names: frozenset[str]) -> bool:
-    return any(_call_name(n) in names for n in ast.walk(node) if isinstance(n, ast.Call))
+    return any(_call_name(n) in names for n in walk_nodes(node) if isinstance(n, ast.Call))
 
 
 def _reports_failure(stmt: ast.stmt) -> bool:
@@ -605,4 +605,4 @@ def _reports_failure(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.If) and any(isinstance(s, ast.Raise) for s in stmt.body):
         return True
     return any(_FAILURE_REPORTS.match(_call_name(n) or "-") is not None
-               for n in ast.walk(stmt) if isinstance(n, ast.Call))
+               for n in walk_nodes(stmt) if isinstance(n, ast.Call))

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ast
 
+from .syntax import child_nodes
+
 
 class _Sentinel:
     def __init__(self, name: str) -> None:
@@ -90,13 +92,13 @@ def _dict_literal(node: ast.expr) -> Settings | None:
 
 def _walk_scope(scope: ast.AST):
     """(node, parent) pairs of the scope, not entering nested functions, classes or lambdas."""
-    stack = [(child, scope) for child in ast.iter_child_nodes(scope)]
+    stack = [(child, scope) for child in child_nodes(scope)]
     while stack:
         node, parent = stack.pop()
         yield node, parent
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        stack.extend((child, node) for child in ast.iter_child_nodes(node))
+        stack.extend((child, node) for child in child_nodes(node))
 
 
 def _before(node: ast.AST, call: ast.Call) -> bool:

@@ -10,7 +10,7 @@ import re
 from typing import Collection, Iterable
 
 from .hotness import receiver_name, terminates
-from .syntax import dotted
+from .syntax import dotted, walk_nodes
 
 # `if control.should_log:` (Hugging Face's TrainerControl, set every `logging_steps`)
 _THROTTLING_FLAGS = ("should_log", "should_eval", "should_save")
@@ -66,7 +66,7 @@ def unit_intervals(tree: ast.Module) -> frozenset[str]:
             bound[target] = bound.get(target, 0) + 1 if value == 1 else 2
     names = {name for name, count in bound.items() if count == 1}
     if names:
-        for node in ast.walk(tree):
+        for node in walk_nodes(tree):
             if isinstance(node, ast.Global):
                 names.difference_update(node.names)
     return frozenset(names)
@@ -80,11 +80,11 @@ def _module_bindings(stmt: ast.stmt) -> Iterable[tuple[str, object]]:
         constant = value.value if isinstance(value, ast.Constant) and type(value.value) is int \
             and not isinstance(stmt, ast.AugAssign) else None
         for target in targets:
-            for name in ast.walk(target):
+            for name in walk_nodes(target):
                 if isinstance(name, ast.Name):
                     yield name.id, constant if isinstance(target, ast.Name) else None
     elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.If, ast.Try, ast.While)):
-        for node in ast.walk(stmt):  # bound in a block: not one known constant
+        for node in walk_nodes(stmt):  # bound in a block: not one known constant
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 yield node.id, None
 
@@ -234,7 +234,7 @@ def _is_timed(node: ast.expr) -> bool:
             and isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.Lt, ast.LtE))):
         return False
     for side in (node.left, node.comparators[0]):
-        for part in ast.walk(side):
+        for part in walk_nodes(side):
             if isinstance(part, ast.Call) and dotted(part.func) in _CLOCK_CALLS:
                 return True
             if isinstance(part, (ast.Name, ast.Attribute)) and _DURATION_NAME.search(receiver_name(part).lower()):
@@ -297,7 +297,7 @@ def _true_only_when_due(body: list[ast.stmt], due: bool) -> bool | None:
             if not (isinstance(block, list) and block and isinstance(block[0], ast.stmt)):
                 continue
             inner_due = due or (isinstance(stmt, ast.If) and field == "body"
-                                and any(_is_mod_zero(n) for n in ast.walk(stmt.test)))
+                                and any(_is_mod_zero(n) for n in walk_nodes(stmt.test)))
             result = _true_only_when_due(block, inner_due)
             if result is False:
                 return False

@@ -55,7 +55,7 @@ from .hotness import (
 from .throttling import is_throttled_test, skips_unless_throttled
 from .records import REPORT, SUMMARY, ClassInfo, FunctionNode, LoopInfo
 from .summaries import function_key, made_elsewhere
-from .syntax import contains_yield, dotted, pattern_names
+from .syntax import child_nodes, contains_yield, dotted, pattern_names, walk_nodes
 from .torch_api import classify_device
 from .values import (
     CHECKED_NDARRAY,
@@ -124,7 +124,7 @@ class Walker(DispatchInterpreter):
         self.hot = hot
 
     def _stmt_generic(self, stmt: ast.stmt) -> None:
-        for child in ast.iter_child_nodes(stmt):
+        for child in child_nodes(stmt):
             if isinstance(child, ast.expr):
                 self.ev(child)
         self._dispatch(stmt)
@@ -320,7 +320,7 @@ class Walker(DispatchInterpreter):
         elem = element_of(iterable)
         few = few_iterations(node.iter) or runs_once(node.body)
         data = (is_data(iterable, elem) or yields_named_batches(node.target, elem)) and not few
-        targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        targets = frozenset(n.id for n in walk_nodes(node.target) if isinstance(n, ast.Name))
         if data and moves_a_target(node.body, targets):
             # `for images, targets in loader: images = images.to(dev)`: a loader whose
             # batches the loop moves itself yields them in host memory; what it leaves
@@ -413,7 +413,7 @@ class Walker(DispatchInterpreter):
         this module that runs the backward pass or steps an optimizer? Read from what the
         summary pass learned of them, without walking `body` again."""
         for stmt in body:
-            for node in ast.walk(stmt):
+            for node in walk_nodes(stmt):
                 if isinstance(node, ast.Call):
                     target = self._handler_function(node.func)
                     if target is not None and target.trains:
@@ -623,7 +623,7 @@ def moves_a_target(body: list[ast.stmt], targets: frozenset[str]) -> bool:
     unpacked from one (`imgs, pids = self.parse_data(data); imgs = imgs.cuda()`)?"""
     targets = targets | _unpacked_from(body, targets)
     for stmt in body:
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             root = node.func.value
@@ -647,8 +647,8 @@ def _unpacked_from(body: list[ast.stmt], targets: frozenset[str]) -> frozenset[s
     for stmt in body:
         if not isinstance(stmt, ast.Assign):
             continue
-        if any(isinstance(n, ast.Name) and n.id in targets for n in ast.walk(stmt.value)):
-            names.update(n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        if any(isinstance(n, ast.Name) and n.id in targets for n in walk_nodes(stmt.value)):
+            names.update(n.id for t in stmt.targets for n in walk_nodes(t) if isinstance(n, ast.Name))
     return frozenset(names - targets)
 
 
