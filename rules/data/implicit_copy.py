@@ -565,9 +565,12 @@ class ImplicitHostToDeviceCopy(Rule):
                 stores.append(n)
         if len(stores) != 1:
             return
-        assignment = ctx.parent(stores[0])
-        init = ctx.parent(assignment) if assignment is not None else None
-        if not (isinstance(assignment, ast.Assign) and isinstance(init, ast.FunctionDef) and init.name == "__init__"):
+        # `self.kernel = ...` itself a statement of `__init__`'s body (found without a map of the
+        # whole file's parents, which this per-move question would build in most model files)
+        init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+        assignment = next((s for s in init.body if isinstance(s, ast.Assign) and any(t is stores[0] for t in s.targets)),
+                          None) if init is not None else None
+        if assignment is None:
             return
         call = assignment.value
         if isinstance(call, ast.BinOp) and isinstance(call.right, ast.Constant):
