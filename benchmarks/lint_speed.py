@@ -6,7 +6,9 @@
     python benchmarks/lint_speed.py --no-torchfix            # perflint and ruff (minutes -> seconds)
     python benchmarks/lint_speed.py --no-torchfix --no-ruff  # perflint only
 
-Run it with the interpreter perflint is installed in (`.venv/bin/python`). It downloads the
+Run it with the interpreter perflint is installed in (`.venv/bin/python`; the interpreter of
+a compiled install, `PERFLINT_COMPILE=1 pip install .`, times the compiled build: the JSON's
+`perflint_build` says which). It downloads the
 pinned wheels with `pip download --no-deps`, extracts their `.py` files into the work
 directory (with an empty `pyproject.toml` marking each corpus as a project root), creates a separate virtualenv with TorchFix 0.7.0 (after checking with
 `pip install --dry-run` that it would not pull torch) and one with ruff 0.17.6, and runs,
@@ -42,6 +44,7 @@ they are short.
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import json
 import os
 import platform
@@ -401,7 +404,9 @@ def environment(ruff: Path | None) -> dict:
     except OSError:
         commit = ""
     from perflint import __version__
+    from perflint.facts import walker
 
+    compiled = any(walker.__file__.endswith(suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES)
     return {
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "cpu_model": model,
@@ -409,6 +414,8 @@ def environment(ruff: Path | None) -> dict:
         "perflint": __version__,
         "perflint_commit": commit,
         "perflint_bytecode": "compiled before timing (as pip installs a wheel)",
+        # `PERFLINT_COMPILE=1 pip install .`: the analysis core compiled with mypyc
+        "perflint_build": "compiled core (mypyc)" if compiled else "pure Python",
         "torchfix": TORCHFIX,
         "ruff": ruff_version(ruff) if ruff is not None else None,
         "ruff_command": " ".join(["ruff", *RUFF_ARGS, "SRC"]),

@@ -298,7 +298,8 @@ def returned_by(node: object) -> tuple[str, int] | None:
 def _made_up_loader(facts: str, param: tuple[str, int, str] | None,
                     returned: tuple[str, int] | None = None) -> ast.Call:
     keywords = []
-    literals = {"T": True, "F": False, "N": 1, "0": 0}
+    # `bool | int`, not the inferred int: compiled (mypyc) code would store True as 1
+    literals: dict[str, bool | int] = {"T": True, "F": False, "N": 1, "0": 0}
     for (name, _position), char in zip(_LOADER_POSITIONS, facts):
         if char == NOTHING:
             continue
