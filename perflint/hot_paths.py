@@ -7,14 +7,17 @@ that only other files make hot (a seed of the project pass), the engine records 
 another file, the caller's own chain up to that call (`FileResult.hot_call_origins`).
 
 After the project pass, `attach_hot_paths` joins them: the seed is replaced by the chain of
-the caller that reaches it (the first by path and call, so the answer does not depend on
-which files were named), recursively through helpers calling helpers. Cached results keep
+the caller that reaches it (a training script's before an evaluation or demo script's, then
+the first by path and call, so the answer does not depend on which files were named),
+recursively through helpers calling helpers. Cached results keep
 only their local chains, so a caller's edit never invalidates a callee's cached findings.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from pathlib import PurePath
 
 from .engine import FileResult
 from .project import ClassTree, ProjectIndex, resolved_calls
@@ -22,6 +25,14 @@ from .types import HOT_PATH_KEY as PATH_KEY
 from .types import HOT_SEED_KEY as SEED_KEY
 
 _MAX_DEPTH = 32  # cycles are cut by the visited set; this bounds pathological chains
+# Scripts that run a model without training it: when a training script reaches the same
+# helper, its chain is the better answer to "why does this run every step"
+_NOT_TRAINING = re.compile(r"(?:^|_)(?:eval|evaluate|evaluation|test|demo|infer|inference|predict|val|validate|"
+                           r"visuali[sz]e|benchmark)(?:_|$)")
+
+
+def _not_training(path: str) -> bool:
+    return bool(_NOT_TRAINING.search(PurePath(path).stem.lower()))
 
 
 def attach_hot_paths(results: list[FileResult], index: ProjectIndex, classes: ClassTree | None = None) -> None:
@@ -29,14 +40,14 @@ def attach_hot_paths(results: list[FileResult], index: ProjectIndex, classes: Cl
     pass's class tree, built here when it has none)."""
     if not any(SEED_KEY in d.extra for result in results for d in result.diagnostics):
         return  # every chain starts in its own file
-    callers: dict[tuple[int, str], tuple[str, int, str]] = {}
+    callers: dict[tuple[int, str], tuple[bool, str, int, str]] = {}
     calls = [r.hot_calls for r in results]
     reexports = [r.reexports for r in results]
     classes = classes or ClassTree(index, [r.bases for r in results], reexports)
     overridden = classes.resolved_overrides([r.overrides for r in results])
     for caller, call, target, name in [*resolved_calls(index, calls, reexports), *overridden]:
         key = (target, name.partition("(")[0])
-        candidate = (results[caller].path, caller, call)
+        candidate = (_not_training(results[caller].path), results[caller].path, caller, call)
         if key not in callers or candidate < callers[key]:
             callers[key] = candidate
     memo: dict[tuple[int, str], list[str]] = {}
@@ -48,7 +59,7 @@ def attach_hot_paths(results: list[FileResult], index: ProjectIndex, classes: Cl
         found = callers.get(key)
         if found is None or key in visiting or len(visiting) > _MAX_DEPTH:
             return []
-        _path, caller, call = found
+        _evaluation, _path, caller, call = found
         steps, caller_seed = next(((list(path), seed_of) for entry, path, seed_of
                                    in results[caller].hot_call_origins if entry == call), ([], None))
         prefix = chain_to(caller, caller_seed, visiting | {key}) if caller_seed else []

@@ -118,3 +118,34 @@ def test_a_device_held_by_a_config_module_is_a_device(tmp_path, target, reported
     write_project(tmp_path, {"pyproject.toml": "", "config.py": _CONFIG,
                              "cell.py": _CELL.replace("{target}", target)})
     assert (("cell.py", 6, "PFL101") in _findings(tmp_path)) is reported
+
+
+_HELPER = """
+    def loss_and_count(pred, target):
+        loss = (pred - target).abs().mean()
+        return loss, loss.item()
+"""
+_SCRIPT = """
+    from helpers import loss_and_count
+
+    def run(model, loader):
+        for x, y in loader:
+            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            loss, value = loss_and_count(model(x), y)
+            {extra}
+"""
+
+
+@pytest.mark.parametrize("evaluation", ["eval.py", "evaluate_pose.py", "test_net.py", "demo.py"])
+def test_a_helper_reached_from_training_and_evaluation_is_explained_by_the_training_loop(tmp_path, evaluation):
+    """votenet's and monodepth2's helpers run every step of the training loop and of an
+    evaluation script: the chain shown is the training one, whichever name sorts first."""
+    root = tmp_path / "proj"  # (pytest's directory is named after the test: `test_...`)
+    write_project(root, {"pyproject.toml": "", "helpers.py": _HELPER,
+                         evaluation: _SCRIPT.replace("{extra}", "print(value)"),
+                         "train.py": _SCRIPT.replace("{extra}", "loss.backward()")})
+    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    item = [d for d in report.diagnostics if Path(d.path).name == "helpers.py" and d.code == "PFL201"]
+    assert len(item) == 1
+    assert [Path(step.split(":")[0]).name for step in item[0].extra["hot_path"]] == ["train.py", "train.py"], \
+        item[0].extra["hot_path"]
