@@ -149,3 +149,25 @@ def test_a_helper_reached_from_training_and_evaluation_is_explained_by_the_train
     assert len(item) == 1
     assert [Path(step.split(":")[0]).name for step in item[0].extra["hot_path"]] == ["train.py", "train.py"], \
         item[0].extra["hot_path"]
+
+
+_DEAD_AFTER_RETURN = """
+    import torch
+
+    class Trainer:
+        def test(self, model, loader):
+            {first}
+            for batch, label in loader:
+                batch = batch.cuda()
+                pred = model(batch).max(1)[1]
+                print(pred.cpu().eq(label).sum())
+"""
+
+
+@pytest.mark.parametrize("first, reported", [("return", False), ("model.eval()", True)])
+def test_code_after_a_return_at_the_top_of_a_function_never_runs(tmp_path, first, reported):
+    """pytorch-pruning's `def test(self): return` followed by the evaluation loop it disabled:
+    the loop is dead code, not an evaluation every epoch."""
+    write_project(tmp_path / "proj", {"pyproject.toml": "", "finetune.py": _DEAD_AFTER_RETURN.replace("{first}", first)})
+    assert (("finetune.py", 9, "PFL203") in _findings(tmp_path / "proj")) is reported
+

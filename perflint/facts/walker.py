@@ -114,8 +114,8 @@ class Walker(DispatchInterpreter):
             self.stmt = previous
             if self.hot and is_cache_hit_return(stmts, index):
                 self.hot = False  # the rest computes a cached value: once per key, not per step
-            if self.hot and terminates([stmt]) is not None:
-                self.hot = False  # after `raise` / `assert False` / `return`: never runs
+            if terminates([stmt]) is not None:
+                break  # after `return` / `raise` / `assert False` / `break`: dead code, never runs
             if self.hot and skips_unless_throttled(stmt, self.throttled_flags, self.file.unit_intervals()) \
                     and not steps_the_optimizer(stmts[index + 1:]) and not self._calls_a_training_step(stmts[index + 1:]):
                 # `if step % n: return`: the rest runs every n steps (unless the rest is the

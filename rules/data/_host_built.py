@@ -27,6 +27,7 @@ HOST_FACTORIES = frozenset({
     "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
     "logspace", "eye", "tril_indices", "triu_indices",
 })
+_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 _JOINS = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.stack", "torch.hstack",
                     "torch.vstack"})
 # One-tensor functions: what they make of a host tensor stays on the host.
@@ -236,6 +237,8 @@ def _host_built_call(node: ast.Call, ctx: RuleContext, names: bool, statement: a
     if any(k.arg in ("device", "out") for k in node.keywords):
         return None
     qualname = ctx.call_name(node) or ""
+    if qualname in _VARIABLE and node.args:  # (torch < 0.4) the tensor itself
+        return host_built(node.args[0], ctx, names, statement, depth, assumed)
     if qualname in _JOINS and node.args:
         parts = node.args[0]
         if isinstance(parts, (ast.List, ast.Tuple)) and parts.elts:

@@ -570,6 +570,19 @@ class CreateThenMove(Rule):
             """,
             note="a device a config module holds, known by its name (Precipitation-Nowcasting's `cfg.GLOBAL.DEVICE`)",
         ),
+        Invalid(
+            """
+            import torch
+            from torch.autograd import Variable
+
+            for x, y in loader:
+                out = model(x.cuda(non_blocking=True))
+                target = Variable(torch.rand(out.size(0), 1) * 0.5 + 0.7).cuda()
+                ((out - target) ** 2).mean().backward()
+            """,
+            count=1,
+            note="`Variable(t)` (torch < 0.4) is the tensor itself (SRGAN's soft labels)",
+        ),
     ]
     valid = [
         Valid(
