@@ -171,3 +171,64 @@ def test_code_after_a_return_at_the_top_of_a_function_never_runs(tmp_path, first
     write_project(tmp_path / "proj", {"pyproject.toml": "", "finetune.py": _DEAD_AFTER_RETURN.replace("{first}", first)})
     assert (("finetune.py", 9, "PFL203") in _findings(tmp_path / "proj")) is reported
 
+
+_VISUALIZE = """
+    import torch
+    import torch.nn.functional as F
+
+    def main(model, loader, val_loader, opt, vis_interval=1000):
+        for step, batch in enumerate(loader):
+            batch = {k: v.cuda(non_blocking=True) for k, v in batch.items()}
+            loss = F.mse_loss(model(batch["images"]), batch["targets"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % vis_interval == 0:
+                for index, image in enumerate({rows}):
+                    arr = image.cpu().numpy()
+                    print(index, arr.shape)
+"""
+
+
+@pytest.mark.parametrize("rows, reported", [('batch["images"][:4]', False), ("batch['images']", False),
+                                            ("val_loader", True)])
+def test_the_rows_of_the_batch_in_a_throttled_block_are_not_a_loop_over_batches(tmp_path, rows, reported):
+    """textdiffuser-2's visualisation every `vis_interval` steps iterates the first images of
+    the current batch: not a loop over the data of its own, so the throttle holds. A loop over
+    another loader there (an evaluation every n steps) still runs per batch of that loader."""
+    write_project(tmp_path / "proj", {"pyproject.toml": "", "train.py": _VISUALIZE.replace("{rows}", rows)})
+    assert (("train.py", 13, "PFL203") in _findings(tmp_path / "proj")) is reported
+
+
+_DECODING_MODEL = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class NATModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 16)
+
+        def forward(self, x, y):
+            {forward}
+
+        def {name}(self, tokens):
+            scores = self.proj(tokens.float())
+            keep = scores.max(-1)[0] > 0
+            return tokens[keep]
+"""
+
+
+@pytest.mark.parametrize("name, forward, reported", [
+    ("forward_decoder", "return F.mse_loss(self.proj(x), y)", False),
+    ("forward_test", "return F.mse_loss(self.proj(x), y)", False),
+    ("forward_decoder", "return F.mse_loss(self.proj(x), y) + self.forward_decoder(x).sum()", True),
+    ("forward_train", "return F.mse_loss(self.proj(x), y)", True),
+])
+def test_a_decoding_entry_point_of_a_model_is_not_a_step_by_its_name(tmp_path, name, forward, reported):
+    """fairseq's `forward_decoder`, which only the sequence generator calls: `forward_train`
+    is a step by its name (a framework calls it), a decoding or test entry point is not,
+    unless `forward` calls it."""
+    source = _DECODING_MODEL.replace("{forward}", forward).replace("{name}", name)
+    write_project(tmp_path / "proj", {"pyproject.toml": "", "model.py": source})
+    assert (("model.py", 15, "PFL214") in _findings(tmp_path / "proj")) is reported

@@ -74,9 +74,11 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
             framework, unit = hook
             return f"{framework} `{cls.name}.{name}` runs every {unit}"
         # `forward_train`, `forward_features` of a module; not `Masker.forward_single_image` of
-        # a class with no base at all (maskrcnn-benchmark's post-processing helper)
+        # a class with no base at all (maskrcnn-benchmark's post-processing helper), nor a
+        # decoding or test entry point (fairseq's `forward_decoder`, which only its sequence
+        # generator calls: hot when `forward` or a hot loop calls it)
         plain = not cls.base_names or cls.base_names == ["object"]
-        forward = name == "forward" or (name.startswith("forward_") and not plain)
+        forward = name == "forward" or (name.startswith("forward_") and not plain and not _NOT_A_STEP.match(name))
         if (name in HOT_METHODS or forward) and (cls.is_module or imports_torch) \
                 and not (forward and func.loops_steps):
             # (a trainer module whose `forward()` runs the training loop is not one step: its
@@ -99,6 +101,8 @@ def seed_reason(func: FunctionInfo, hot_functions: Mapping[str, object], imports
     return ""
 
 
+_NOT_A_STEP = re.compile(r"forward_+(?:test|simple_test|aug_test|infer|inference|predict|generate|decode|decoder|"
+                         r"export|onnx|dummy|eval)(?:_|$)")
 _FIRST_STEP_FLAG = re.compile(r"_*(?:is_)?first_(?:batch|step|iter|iteration|epoch|call|run)$")
 _TRAINING_STEP_NAME = re.compile(r"train(?:ing)?_?step|run_step|optimi[sz]er_?step|optimi[sz]e_param(?:eter)?s|"
                                  r"update_?(?:step|param(?:eter)?s)")

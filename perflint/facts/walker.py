@@ -318,7 +318,12 @@ class Walker(DispatchInterpreter):
         iterable = self.ev(node.iter)
         self._dispatch(node)
         elem = element_of(iterable)
-        few = few_iterations(node.iter) or runs_once(node.body)
+        # ... or the rows of the batch an enclosing loop over the data holds, in a throttled or
+        # rare part of its step (`if step % vis_every == 0: for image in batch[:4]:`): no steps
+        source = node.iter.args[0] if isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) \
+            and node.iter.func.id == "enumerate" and node.iter.args else node.iter
+        rows = not self.hot and self.value(source).kind in (Kind.TENSOR, Kind.BATCH) and any(lp.data for lp in self.loops)
+        few = few_iterations(node.iter) or runs_once(node.body) or rows
         data = (is_data(iterable, elem) or yields_named_batches(node.target, elem)) and not few
         targets = frozenset(n.id for n in walk_nodes(node.target) if isinstance(n, ast.Name))
         if data and moves_a_target(node.body, targets):
