@@ -32,7 +32,8 @@ _NOT_TRAINING = re.compile(r"(?:^|_)(?:eval|evaluate|evaluation|test|demo|infer|
 
 
 def _not_training(path: str) -> bool:
-    return bool(_NOT_TRAINING.search(PurePath(path).stem.lower()))
+    stem = PurePath(path).stem.lower()
+    return bool(_NOT_TRAINING.search(stem)) and "train" not in stem  # `train_val.py` trains
 
 
 def attach_hot_paths(results: list[FileResult], index: ProjectIndex, classes: ClassTree | None = None) -> None:

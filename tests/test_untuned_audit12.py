@@ -145,10 +145,23 @@ def test_a_helper_reached_from_training_and_evaluation_is_explained_by_the_train
                          evaluation: _SCRIPT.replace("{extra}", "print(value)"),
                          "train.py": _SCRIPT.replace("{extra}", "loss.backward()")})
     report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    assert _chain_files(report) == ["train.py", "train.py"]
+
+
+def _chain_files(report) -> list[str]:
     item = [d for d in report.diagnostics if Path(d.path).name == "helpers.py" and d.code == "PFL201"]
     assert len(item) == 1
-    assert [Path(step.split(":")[0]).name for step in item[0].extra["hot_path"]] == ["train.py", "train.py"], \
-        item[0].extra["hot_path"]
+    return [Path(step.split(":")[0]).name for step in item[0].extra["hot_path"]]
+
+
+def test_a_script_that_trains_and_validates_is_a_training_script(tmp_path):
+    """`train_val.py` names validation, and trains: it explains the helper before a demo."""
+    root = tmp_path / "proj"
+    write_project(root, {"pyproject.toml": "", "helpers.py": _HELPER,
+                         "demo.py": _SCRIPT.replace("{extra}", "print(value)"),
+                         "train_val.py": _SCRIPT.replace("{extra}", "loss.backward()")})
+    report = check_paths([root], SettingsResolver(root), jobs=1, cache=None)
+    assert _chain_files(report) == ["train_val.py", "train_val.py"]
 
 
 _DEAD_AFTER_RETURN = """
