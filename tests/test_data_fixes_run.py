@@ -7,7 +7,9 @@ Everything runs on the CPU; checks that need a GPU run too when one is present.
 
 from __future__ import annotations
 
+import sys
 import textwrap
+import types
 import warnings
 
 import pytest
@@ -107,6 +109,38 @@ def test_create_then_move_safe_fixes_are_equivalent(device):
             same_tensor(a, b, values=device != "meta")
         for a, b in zip(old.forward_uninitialized(x, device), new.forward_uninitialized(x, device), strict=True):
             same_tensor(a, b, values=False)
+
+
+CONFIG_DEVICE = """
+import torch
+from perflint_test_config import DEVICE, cfg
+
+class Factories(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return [
+            torch.zeros(n, 3).to(cfg.GLOBAL.DEVICE),
+            torch.ones(n).to(DEVICE, torch.float16),
+            torch.arange(n).to(cfg.GLOBAL.DEVICE),
+            torch.full((n,), float("nan")).to(DEVICE),
+        ]
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"] + (["cuda"] if CUDA else []))
+def test_create_then_move_to_a_device_a_config_module_holds_is_equivalent(device, monkeypatch):
+    """`.to(cfg.GLOBAL.DEVICE)` with the config object made in another module (Precipitation-
+    Nowcasting): the fix passes the same object as `device=`."""
+    config = types.ModuleType("perflint_test_config")
+    config.DEVICE = torch.device(device)
+    config.cfg = types.SimpleNamespace(GLOBAL=types.SimpleNamespace(DEVICE=torch.device(device)))
+    monkeypatch.setitem(sys.modules, "perflint_test_config", config)
+    before, after = fixed(CONFIG_DEVICE, "PFL101")
+    assert after.count(".to(") == 0 and "device=cfg.GLOBAL.DEVICE" in after and "device=DEVICE" in after, after
+    old, new = load(before)["Factories"](), load(after)["Factories"]()
+    for x in inputs():
+        for a, b in zip(old(x), new(x), strict=True):
+            same_tensor(a, b, values=device != "meta")
 
 
 CUDA_METHOD = """
