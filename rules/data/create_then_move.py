@@ -804,8 +804,7 @@ class CreateThenMove(Rule):
         if qualname[6:] in LEGACY_CONSTRUCTORS:  # a list or an array: not sizes, not a range (an arange)
             if isinstance(call.args[0], ast.Call) and ctx.call_name(call.args[0]) in ("builtins.range", "builtins.list"):
                 return False
-            return (data.kind is Kind.SEQ or (data.kind is Kind.NDARRAY and not data.data)) \
-                and not maybe_accel_tensor(call.args[0], ctx)
+            return data.kind is Kind.SEQ or (data.kind is Kind.NDARRAY and not data.data)
         if qualname in ("torch.tensor", "torch.as_tensor"):
             return cls._host_data(call, ctx) and data.kind is not Kind.UNKNOWN
         return False
